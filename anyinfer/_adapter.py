@@ -1,0 +1,522 @@
+"""The adapter contract and the HTTP plumbing every HTTP adapter shares.
+
+An adapter translates: it builds the provider's HTTP request from a
+`GenerationRequest` and turns the response bytes into provider-neutral parts
+(`anyinfer._parts`). It never times, orders or assembles anything — the core does that
+once for every adapter. What it must do:
+
+- drain the response to the protocol's terminal sentinel and then yield `EndPart`;
+  never stop at the finish reason (usage often trails it);
+- yield each usage report as a `UsagePart` the moment the wire carries it, so that a
+  failure later in the stream cannot lose it;
+- raise typed `AnyInferError`s (never a bare `KeyError`) for error statuses, error
+  frames and malformed bytes.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import httpx
+
+from ._errors import (
+    AnyInferError,
+    AuthenticationError,
+    ConfigError,
+    ContentFilterError,
+    ContextWindowError,
+    ModelNotFoundError,
+    OverloadedError,
+    ProtocolError,
+    ProviderError,
+    ProviderTimeoutError,
+    RateLimitError,
+    ResponseTooLargeError,
+    StreamError,
+)
+from ._parts import Part
+from ._request import GenerationRequest
+from ._settings import ProviderSettings
+
+__all__ = [
+    "Adapter",
+    "DiscoveredModel",
+    "Health",
+    "HTTPAdapter",
+    "SSEEvent",
+]
+
+_ERROR_BODY_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveredModel:
+    """A model a provider reports through its discovery endpoint.
+
+    Attributes:
+        provider: The provider instance that reported it.
+        id: The model name to use in a target.
+        context_window: Context length, when the provider reports it.
+        max_output_tokens: Output cap, when reported.
+        facts: Other capability facts the provider reported (`vision`, `tools`, …).
+        raw: The provider's entry as received.
+    """
+
+    provider: str
+    id: str
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """A provider's readiness, as probed.
+
+    Attributes:
+        provider: The provider instance probed.
+        ok: Whether it answered as ready.
+        latency_ms: How long the probe took.
+        detail: What went wrong, or a short note; redacted.
+        models: How many models it listed, when the probe lists models.
+    """
+
+    provider: str
+    ok: bool
+    latency_ms: float
+    detail: str = ""
+    models: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One server-sent event: its `event:` name (or `None`) and its `data:` bytes."""
+
+    event: str | None
+    data: bytes
+
+
+class Adapter(ABC):
+    """Base class of every provider adapter.
+
+    Subclasses set `provider_id` (and optionally `aliases`, `default_base_url`,
+    `api_key_env`) and implement `generate`. Register third-party adapters under the
+    `anyinfer.adapters` entry-point group, or with `ProviderRegistry.register`.
+
+    Attributes:
+        settings: The instance's settings, with the credential already resolved.
+    """
+
+    provider_id: ClassVar[str] = ""
+    aliases: ClassVar[tuple[str, ...]] = ()
+    default_base_url: ClassVar[str | None] = None
+    api_key_env: ClassVar[str | None] = None
+
+    def __init__(self, settings: ProviderSettings) -> None:
+        self.settings = settings
+
+    @property
+    def instance_id(self) -> str:
+        """The provider instance this adapter serves."""
+        return self.settings.instance_id
+
+    @abstractmethod
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
+        """Send one request and yield its parts, ending with `EndPart`.
+
+        Args:
+            request: The attempt's request.
+
+        Returns:
+            An async iterator of parts.
+        """
+
+    async def models(self) -> Sequence[DiscoveredModel]:
+        """List the provider's models.
+
+        Raises:
+            ConfigError: If this adapter has no discovery endpoint.
+        """
+        raise ConfigError(f"{self.instance_id} has no model discovery", provider=self.instance_id)
+
+    async def health(self) -> Health:
+        """Probe readiness by listing models; never raises for a provider failure."""
+        start = time.monotonic()
+        try:
+            found = await self.models()
+        except AnyInferError as exc:
+            return Health(self.instance_id, False, _ms_since(start), exc.message)
+        return Health(self.instance_id, True, _ms_since(start), "", len(found))
+
+    async def aclose(self) -> None:
+        """Release connections."""
+
+
+def _ms_since(start: float) -> float:
+    return (time.monotonic() - start) * 1000.0
+
+
+class HTTPAdapter(Adapter):
+    """An adapter speaking HTTP through one `httpx.AsyncClient`.
+
+    Provides sending with typed error mapping, byte-limited streaming reads,
+    server-sent-event and NDJSON framing, and a default error-body reader.
+    """
+
+    def __init__(self, settings: ProviderSettings) -> None:
+        super().__init__(settings)
+        base_url = settings.base_url or self.default_base_url
+        if not base_url:
+            raise ConfigError(
+                f"provider {settings.instance_id!r} needs base_url", provider=settings.instance_id
+            )
+        self.base_url = base_url.rstrip("/")
+        timeout = httpx.Timeout(settings.timeout_s, connect=min(settings.timeout_s, 15.0))
+        self.http = httpx.AsyncClient(
+            transport=settings.transport,
+            timeout=timeout,
+            headers=self.default_headers(),
+            follow_redirects=False,
+            trust_env=False,
+        )
+
+    def default_headers(self) -> dict[str, str]:
+        """Headers sent on every request: auth plus `ProviderSettings.headers`."""
+        return dict(self.settings.headers)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client and its connections."""
+        await self.http.aclose()
+
+    # --- sending -------------------------------------------------------------------
+
+    def timeout_for(self, request: GenerationRequest | None) -> httpx.Timeout | None:
+        """The httpx timeout for a call, when it overrides the provider default."""
+        if request is None or request.timeout_s is None:
+            return None
+        t = request.timeout_s
+        return httpx.Timeout(t, connect=min(t, 15.0))
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        request: GenerationRequest | None = None,
+        phase: str = "generate",
+    ) -> httpx.Response:
+        """Send a request and return the streamed response once its status is OK.
+
+        Args:
+            method: HTTP method.
+            path: Path appended to the base URL (or an absolute URL).
+            json_body: Body, serialized as JSON.
+            params: Query parameters.
+            headers: Extra headers for this request.
+            request: The generation request, for its timeout.
+            phase: Lifecycle phase for errors.
+
+        Returns:
+            The open response; the caller must close it.
+
+        Raises:
+            ProviderError: A typed subclass for an error status or a transport failure.
+        """
+        url = path if path.startswith(("http://", "https://")) else self.base_url + path
+        content = None if json_body is None else json.dumps(json_body).encode()
+        hdrs = dict(headers or {})
+        if content is not None:
+            hdrs["content-type"] = "application/json"
+        timeout = self.timeout_for(request)
+        req = self.http.build_request(
+            method,
+            url,
+            content=content,
+            params=params,
+            headers=hdrs,
+            timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+        )
+        try:
+            response = await self.http.send(req, stream=True)
+        except httpx.TimeoutException as exc:
+            kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "first_byte"
+            raise ProviderTimeoutError(
+                f"{self.instance_id}: {kind} timeout", timeout_kind=kind,
+                provider=self.instance_id, phase=phase,
+            ) from None
+        except httpx.ConnectError as exc:
+            raise ProviderError(
+                f"{self.instance_id}: cannot connect to {self.base_url}: {exc}",
+                provider=self.instance_id, phase=phase, retryable=True,
+            ) from None
+        except httpx.TransportError as exc:
+            raise StreamError(
+                f"{self.instance_id}: connection failed before the response: {exc!r}",
+                provider=self.instance_id, phase=phase,
+            ) from None
+        if response.status_code >= 400:
+            try:
+                body = await self._read_limited(response, _ERROR_BODY_LIMIT)
+            finally:
+                await response.aclose()
+            raise self.error_from_response(response.status_code, response.headers, body, phase)
+        return response
+
+    async def _read_limited(self, response: httpx.Response, limit: int) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in response.aiter_bytes():
+                chunks.append(chunk)
+                size += len(chunk)
+                if size >= limit:
+                    break
+        except httpx.HTTPError:
+            pass  # an error body that breaks off is still worth what arrived
+        return b"".join(chunks)[:limit]
+
+    # --- reading -------------------------------------------------------------------
+
+    async def iter_bytes(
+        self, response: httpx.Response, request: GenerationRequest | None = None
+    ) -> AsyncIterator[bytes]:
+        """Yield the body's bytes, enforcing `max_response_bytes`, mapping failures.
+
+        Raises:
+            ResponseTooLargeError: If the body outgrows the request's byte limit.
+            ProviderTimeoutError: If the provider goes quiet past the read timeout.
+            StreamError: If the connection breaks.
+        """
+        limit = request.max_response_bytes if request is not None else None
+        seen = 0
+        try:
+            async for chunk in response.aiter_bytes():
+                if limit is not None:
+                    seen += len(chunk)
+                    if seen > limit:
+                        raise ResponseTooLargeError(
+                            f"{self.instance_id}: response exceeded max_response_bytes={limit}",
+                            provider=self.instance_id,
+                        )
+                yield chunk
+        except httpx.TimeoutException:
+            raise ProviderTimeoutError(
+                f"{self.instance_id}: the stream went idle past the read timeout",
+                timeout_kind="idle", provider=self.instance_id, phase="stream",
+            ) from None
+        except httpx.TransportError as exc:
+            raise StreamError(
+                f"{self.instance_id}: connection lost mid-response: {exc}",
+                provider=self.instance_id,
+            ) from None
+
+    async def read_body(
+        self, response: httpx.Response, request: GenerationRequest | None = None
+    ) -> bytes:
+        """Read a whole (non-streamed) body under the same limits as `iter_bytes`."""
+        chunks = [chunk async for chunk in self.iter_bytes(response, request)]
+        return b"".join(chunks)
+
+    async def read_json(
+        self, response: httpx.Response, request: GenerationRequest | None = None
+    ) -> Any:
+        """Read and parse a JSON body.
+
+        Raises:
+            ProtocolError: If the body is not JSON.
+        """
+        body = await self.read_body(response, request)
+        return self.parse_json(body)
+
+    def parse_json(self, data: bytes | str) -> Any:
+        """Parse one JSON document, raising `ProtocolError` on malformed input."""
+        try:
+            return json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ProtocolError(
+                f"{self.instance_id}: malformed JSON from the provider: {exc}",
+                provider=self.instance_id,
+            ) from None
+
+    async def iter_sse(
+        self, response: httpx.Response, request: GenerationRequest | None = None
+    ) -> AsyncIterator[SSEEvent]:
+        """Frame the body as server-sent events.
+
+        Framing works on bytes (a multi-byte UTF-8 character split across network reads
+        is reassembled before decoding), accepts `\\n`, `\\r\\n` and `\\r` line ends,
+        skips comment lines (`: keep-alive`), and drops an unterminated event at the end.
+        """
+        buf = b""
+        data: list[bytes] = []
+        event: str | None = None
+        async for chunk in self.iter_bytes(response, request):
+            buf = buf + chunk if buf else chunk
+            if b"\r" in buf:
+                # Keep a trailing CR: its LF may be in the next read.
+                tail = b"\r" if buf.endswith(b"\r") else b""
+                body = buf[:-1] if tail else buf
+                buf = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + tail
+            lines = buf.split(b"\n")
+            buf = lines.pop()
+            for line in lines:
+                if not line:
+                    if data:
+                        yield SSEEvent(event, data[0] if len(data) == 1 else b"\n".join(data))
+                        data = []
+                    event = None
+                elif line[0] == 58:  # b":" comment / keep-alive
+                    continue
+                else:
+                    name, _, value = line.partition(b":")
+                    if value[:1] == b" ":
+                        value = value[1:]
+                    if name == b"data":
+                        data.append(value)
+                    elif name == b"event":
+                        event = value.decode("utf-8", "replace")
+
+    async def iter_ndjson(
+        self, response: httpx.Response, request: GenerationRequest | None = None
+    ) -> AsyncIterator[Any]:
+        """Frame the body as newline-delimited JSON, yielding parsed objects.
+
+        A final line without a newline is still parsed (some servers omit it).
+        """
+        buf = b""
+        async for chunk in self.iter_bytes(response, request):
+            buf = buf + chunk if buf else chunk
+            lines = buf.split(b"\n")
+            buf = lines.pop()
+            for line in lines:
+                if line.strip():
+                    yield self.parse_json(line)
+        if buf.strip():
+            yield self.parse_json(buf)
+
+    # --- errors --------------------------------------------------------------------
+
+    def error_message(self, body: bytes) -> tuple[str, str | None]:
+        """Extract `(message, code)` from an error body; override per protocol."""
+        try:
+            payload = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return body.decode("utf-8", "replace").strip()[:500], None
+        return message_and_code(payload)
+
+    def error_from_response(
+        self, status: int, headers: httpx.Headers, body: bytes, phase: str = "generate"
+    ) -> ProviderError:
+        """Map an error status and body to a typed error."""
+        message, code = self.error_message(body)
+        return self.error_from_parts(
+            status, message, code, retry_after=parse_retry_after(headers), phase=phase
+        )
+
+    def error_from_parts(
+        self,
+        status: int | None,
+        message: str,
+        code: str | None,
+        *,
+        retry_after: float | None = None,
+        phase: str = "generate",
+    ) -> ProviderError:
+        """Map a status and a provider error code/message to a typed error.
+
+        Shared by error statuses and error frames inside a stream.
+        """
+        pid = self.instance_id
+        where = f"HTTP {status}" if status is not None else "error frame"
+        text = f"{pid}: {where}: {message or 'no message'}"
+        kw: dict[str, Any] = {"provider": pid, "http_status": status, "phase": phase}
+        lowered = f"{code or ''} {message}".lower()
+        if _looks_like_context_overflow(lowered):
+            return ContextWindowError(text, **kw)
+        if "content_filter" in lowered or "content_policy" in lowered or "safety" in lowered:
+            return ContentFilterError(text, **kw)
+        if status in (401, 403) or "authentication" in lowered or "invalid_api_key" in lowered:
+            return AuthenticationError(text, **kw)
+        if status == 429 or "rate_limit" in lowered:
+            quota = "insufficient_quota" in lowered or "quota" in (code or "")
+            return RateLimitError(text, retry_after=retry_after, retryable=not quota, **kw)
+        if status in (503, 529) or "overloaded" in lowered:
+            return OverloadedError(text, **kw)
+        if status == 404 or "model_not_found" in lowered:
+            return ModelNotFoundError(text, **kw)
+        if status == 408:
+            return ProviderTimeoutError(text, timeout_kind="total", **kw)
+        retryable = status is None or status >= 500
+        return ProviderError(text, retryable=retryable, **kw)
+
+
+_CONTEXT_MARKERS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "maximum context",
+    "too many tokens",
+    "prompt is too long",
+    "exceeds the available context size",
+    "exceed_context_size",
+    "input is too long",
+)
+
+
+def _looks_like_context_overflow(lowered: str) -> bool:
+    return any(marker in lowered for marker in _CONTEXT_MARKERS)
+
+
+def message_and_code(payload: Any) -> tuple[str, str | None]:
+    """Find a message and a code in the common error-body shapes.
+
+    Handles `{"error": {"message", "type", "code"}}`, `{"error": "text"}`,
+    `{"message": ...}` and lists of those (Gemini wraps errors in a list).
+    """
+    if isinstance(payload, list) and payload:
+        payload = payload[0]
+    if not isinstance(payload, dict):
+        return str(payload)[:500], None
+    err = payload.get("error", payload)
+    if isinstance(err, str):
+        return err, None
+    if not isinstance(err, dict):
+        return json.dumps(payload)[:500], None
+    message = err.get("message")
+    code = err.get("code") or err.get("type") or err.get("status")
+    return (
+        str(message) if message is not None else json.dumps(err)[:500],
+        str(code) if code is not None else None,
+    )
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from `retry-after-ms` or `Retry-After` (seconds or HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

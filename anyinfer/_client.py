@@ -1,0 +1,490 @@
+"""`AsyncClient`, the real core, and `Client`, its synchronous facade."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ._errors import AllTargetsFailedError, AnyInferError, ConfigError
+from ._events import AttemptFailed, StreamEnded, StreamEvent
+from ._messages import MessagesInput, normalize_messages
+from ._redact import register_secret
+from ._request import GenerationRequest, ReasoningEffort, Sampling, ToolChoice, ToolSpec
+from ._route import Route
+from ._settings import ProviderSettings
+from ._stream import AsyncStream, SyncStream, _LoopThread
+from ._types import AttemptRecord, Generation, ResolvedTarget, Target
+
+if TYPE_CHECKING:
+    from ._adapter import Adapter, DiscoveredModel, Health
+    from ._registry import ProviderRegistry
+
+__all__ = ["AsyncClient", "Client"]
+
+
+class AsyncClient:
+    """The asynchronous inference client.
+
+    Args:
+        providers: Per-provider settings. The order given is the preference order used
+            when resolving catalog aliases.
+        registry: Provider registry; defaults to the process-wide one.
+        catalog: Alias catalog (arrives with the knowledge layer; stored as given).
+        route: Default route applied when a call names no target.
+        observers: Telemetry observers (arrive with the knowledge layer).
+        resolver: Credential resolver chain (arrives with routing and credentials).
+        retain_raw: Keep the provider's raw payload on results. Off by default because
+            raw payloads carry response text that payload-free telemetry deliberately
+            omits.
+        repair: Default repair budget for schema violations.
+        use_default_catalog: Load the bundled catalog when `catalog` is not supplied.
+        estimator: Token counting strategy for budgets and the pre-dispatch gate.
+        context_gate: Fail a target before dispatch when the request provably cannot
+            fit its known context window.
+        pricing_table: Model pricing for `Usage.cost_usd`.
+        capability_overrides: Deliberate capability corrections keyed by
+            `"provider:model"`.
+        model_dir: Where acquired model weights are stored.
+
+    Raises:
+        ConfigError: If two provider settings share an instance id.
+    """
+
+    def __init__(
+        self,
+        providers: Sequence[ProviderSettings] | None = None,
+        *,
+        registry: ProviderRegistry | None = None,
+        catalog: Any | None = None,
+        route: Route | None = None,
+        observers: Sequence[Any] | None = None,
+        resolver: Any | None = None,
+        retain_raw: bool = False,
+        repair: Any | None = None,
+        use_default_catalog: bool = True,
+        estimator: Any | None = None,
+        context_gate: bool = True,
+        pricing_table: Any | None = None,
+        capability_overrides: Mapping[str, Any] | None = None,
+        model_dir: Path | None = None,
+    ) -> None:
+        if registry is None:
+            from ._registry import default_registry
+
+            registry = default_registry()
+        self._registry = registry
+        self._settings: dict[str, ProviderSettings] = {}
+        for s in providers or ():
+            if not isinstance(s, ProviderSettings):
+                raise ConfigError(f"providers must hold ProviderSettings, got {type(s).__name__}")
+            if s.instance_id in self._settings:
+                raise ConfigError(
+                    f"two providers share the instance id {s.instance_id!r}; give one an alias"
+                )
+            self._settings[s.instance_id] = s
+        self._adapters: dict[str, Adapter] = {}
+        self._route = route
+        self._retain_raw = retain_raw
+        self._catalog = catalog
+        self._closed = False
+
+    @property
+    def catalog(self) -> Any | None:
+        """The alias catalog in force, if any."""
+        return self._catalog
+
+    async def __aenter__(self) -> AsyncClient:
+        """Enter an async context managing this client's adapters."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the client on context exit."""
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every adapter this client built."""
+        self._closed = True
+        adapters, self._adapters = list(self._adapters.values()), {}
+        for adapter in adapters:
+            await adapter.aclose()
+
+    # --- targets and adapters ------------------------------------------------------
+
+    def _settings_for(self, instance: str) -> ProviderSettings:
+        settings = self._settings.get(instance)
+        if settings is not None:
+            return settings
+        if instance in self._registry:
+            return ProviderSettings.of(instance)
+        import difflib
+
+        known = sorted(set(self._settings) | set(self._registry.ids()))
+        close = difflib.get_close_matches(instance, known, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"unknown provider {instance!r}{hint}")
+
+    def resolve(self, target: Target) -> ResolvedTarget:
+        """Resolve a target string without issuing a request.
+
+        Args:
+            target: `"provider:model"`, where provider is a configured instance id or a
+                registered provider id. Everything after the first colon is the model
+                name, so `"ollama:qwen3:8b"` names model `qwen3:8b`.
+
+        Returns:
+            The resolved target.
+
+        Raises:
+            ConfigError: If the target is malformed or names an unknown provider.
+        """
+        if not isinstance(target, str) or ":" not in target:
+            raise ConfigError(
+                f"target {target!r} must look like 'provider:model' "
+                "(catalog aliases arrive with the alias catalog)"
+            )
+        instance, _, model = target.partition(":")
+        instance = instance.strip().lower()
+        model = model.strip()
+        if not model:
+            raise ConfigError(f"target {target!r} names no model")
+        settings = self._settings_for(instance)
+        provider_id = self._registry.canonical(settings.provider_id)
+        return ResolvedTarget(settings.instance_id, model, provider_id)
+
+    def _adapter(self, instance: str) -> Adapter:
+        adapter = self._adapters.get(instance)
+        if adapter is not None:
+            return adapter
+        if self._closed:
+            raise ConfigError("this client is closed")
+        settings = self._settings_for(instance)
+        cls = self._registry.adapter_class(settings.provider_id)
+        resolved, key = settings.with_resolved_key()
+        if key is None and cls.api_key_env:
+            env_key = os.environ.get(cls.api_key_env)
+            if env_key:
+                register_secret(env_key)
+                resolved = replace(resolved, api_key=env_key)
+        adapter = cls(resolved)
+        self._adapters[instance] = adapter
+        return adapter
+
+    async def models(self, provider_id: str) -> Sequence[DiscoveredModel]:
+        """List a provider's models.
+
+        Args:
+            provider_id: A configured instance id or a registered provider id.
+        """
+        return await self._adapter(provider_id.strip().lower()).models()
+
+    async def health(self, provider_id: str) -> Health:
+        """Probe a provider's readiness.
+
+        Args:
+            provider_id: A configured instance id or a registered provider id.
+        """
+        return await self._adapter(provider_id.strip().lower()).health()
+
+    # --- generation ----------------------------------------------------------------
+
+    def _targets(
+        self, target: Target | None, route: Route | Target | Sequence[Target] | None
+    ) -> tuple[ResolvedTarget, ...]:
+        if target is not None and route is not None:
+            raise ConfigError("pass target= or route=, not both")
+        chosen: Route | None
+        if target is not None:
+            chosen = Route(target)
+        elif route is not None:
+            chosen = Route.coerce(route)
+        else:
+            chosen = self._route
+        if chosen is None:
+            raise ConfigError("no target: pass target= or route=, or give the client a route")
+        return tuple(self.resolve(t) for t in chosen.targets)
+
+    def stream(
+        self,
+        messages: MessagesInput,
+        *,
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        schema: Any | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+        sampling: Sampling | None = None,
+        reasoning: ReasoningEffort | None = None,
+        timeout_s: float | None = None,
+        repair: Any | None = None,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        max_response_bytes: int | None = None,
+    ) -> AsyncStream:
+        """Start a streaming generation.
+
+        Arguments are checked here, before anything is sent, so a bad call raises at
+        once rather than on first iteration.
+
+        Args:
+            messages: A prompt, one message, or a conversation.
+            target: One target, `"provider:model"`.
+            route: A `Route`, one target, or targets in fallback order.
+            schema: Structured output schema (not available in this release: passing
+                one raises `ConfigError`).
+            tools: Tools offered to the model.
+            tool_choice: `auto`, `none`, `required`, or a tool name.
+            sampling: Sampling controls.
+            reasoning: Reasoning effort for models that reason.
+            timeout_s: Per-call timeout overriding the provider's.
+            repair: Schema-repair budget (with `schema`).
+            provider_options: Extra body fields per provider id, merged last.
+            metadata: Caller metadata for telemetry.
+            max_response_bytes: Abort a response that grows past this many bytes.
+
+        Returns:
+            An `AsyncStream`: an async iterator of `StreamEvent`, usable as an async
+            context manager, exposing the final result as `AsyncStream.result`.
+
+        Raises:
+            ConfigError: For an invalid call.
+        """
+        return AsyncStream(
+            self._start(
+                messages, target, route, schema, tools, tool_choice, sampling, reasoning,
+                timeout_s, repair, provider_options, metadata, max_response_bytes, wire_stream=True,
+            )
+        )
+
+    def _start(
+        self,
+        messages: MessagesInput,
+        target: Target | None,
+        route: Route | Target | Sequence[Target] | None,
+        schema: Any | None,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice,
+        sampling: Sampling | None,
+        reasoning: ReasoningEffort | None,
+        timeout_s: float | None,
+        repair: Any | None,
+        provider_options: Mapping[str, Mapping[str, Any]] | None,
+        metadata: Mapping[str, str] | None,
+        max_response_bytes: int | None,
+        *,
+        wire_stream: bool,
+    ) -> AsyncIterator[StreamEvent]:
+        if schema is not None or repair is not None:
+            raise ConfigError("structured output (schema=, repair=) is not available yet")
+        msgs = normalize_messages(messages)
+        targets = self._targets(target, route)
+        tool_specs = tuple(tools)
+        for t in tool_specs:
+            if not isinstance(t, ToolSpec):
+                raise ConfigError(f"tools must be ToolSpec objects, got {type(t).__name__}")
+        names = {t.name for t in tool_specs}
+        if tool_choice not in ("auto", "none", "required") and tool_choice not in names:
+            raise ConfigError(f"tool_choice {tool_choice!r} names no offered tool")
+        if timeout_s is not None and timeout_s <= 0:
+            raise ConfigError(f"timeout_s must be positive, got {timeout_s!r}")
+        if max_response_bytes is not None and max_response_bytes <= 0:
+            raise ConfigError(f"max_response_bytes must be positive, got {max_response_bytes!r}")
+        base = GenerationRequest(
+            model="",
+            messages=msgs,
+            stream=wire_stream,
+            tools=tool_specs,
+            tool_choice=tool_choice,
+            sampling=sampling or Sampling(),
+            reasoning=reasoning,
+            provider_options={},
+            retain_raw=self._retain_raw,
+            metadata=dict(metadata or {}),
+            timeout_s=timeout_s,
+            max_response_bytes=max_response_bytes,
+        )
+        return self._run(targets, base, provider_options or {})
+
+    async def _run(
+        self,
+        targets: tuple[ResolvedTarget, ...],
+        base: GenerationRequest,
+        provider_options: Mapping[str, Mapping[str, Any]],
+    ) -> AsyncIterator[StreamEvent]:
+        from contextlib import aclosing
+
+        from ._core import AttemptRun
+
+        attempts: list[AttemptRecord] = []
+        for target in targets:
+            options = provider_options.get(target.provider) or provider_options.get(
+                target.provider_id, {}
+            )
+            request = replace(base, model=target.model, provider_options=dict(options))
+            try:
+                adapter = self._adapter(target.provider)
+            except AnyInferError as exc:
+                record = AttemptRecord(target, "failed", exc.to_info())
+                attempts.append(record)
+                yield AttemptFailed(record)
+                continue
+            run = AttemptRun(adapter.generate(request), target, streamed=request.stream)
+            try:
+                async with aclosing(run.events()) as events:
+                    async for event in events:
+                        yield event
+            except AnyInferError as exc:
+                record = AttemptRecord(target, "failed", exc.to_info(), run.timing())
+                attempts.append(record)
+                if run.had_content:
+                    # Content was shown: no fallback. Usage already went out as events.
+                    exc.attempts = tuple(attempts)  # type: ignore[attr-defined]
+                    raise
+                yield AttemptFailed(record)
+                continue
+            outcome = run.outcome
+            assert outcome is not None
+            attempts.append(AttemptRecord(target, "ok", None, outcome.timing))
+            yield StreamEnded(
+                Generation(
+                    text=outcome.text,
+                    structured=None,
+                    tool_calls=outcome.tool_calls,
+                    target=target,
+                    finish_reason=outcome.finish_reason,
+                    usage=outcome.usage,
+                    timing=outcome.timing,
+                    attempts=tuple(attempts),
+                    warnings=outcome.warnings,
+                    raw=outcome.raw,
+                    reasoning=outcome.reasoning,
+                )
+            )
+            return
+        last = attempts[-1].error if attempts else None
+        detail = f": last error {last.type_name}: {last.detail}" if last else ""
+        raise AllTargetsFailedError(
+            f"all {len(targets)} target(s) failed{detail}", attempts=attempts
+        )
+
+    async def generate(
+        self,
+        messages: MessagesInput,
+        *,
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        schema: Any | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+        sampling: Sampling | None = None,
+        reasoning: ReasoningEffort | None = None,
+        timeout_s: float | None = None,
+        repair: Any | None = None,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        max_response_bytes: int | None = None,
+    ) -> Generation:
+        """Generate a single result, draining the event stream internally.
+
+        The same machinery as `stream()`: only the wire request differs (a
+        non-streaming request, where the provider has one). Arguments as for `stream()`.
+
+        Returns:
+            The assembled `Generation`.
+
+        Raises:
+            AllTargetsFailedError: Every target failed.
+            ProviderError: A failure after content was shown (no fallback then).
+        """
+        source = self._start(
+            messages, target, route, schema, tools, tool_choice, sampling, reasoning,
+            timeout_s, repair, provider_options, metadata, max_response_bytes, wire_stream=False,
+        )
+        return await AsyncStream(source).collect()
+
+
+class Client:
+    """The synchronous inference client.
+
+    A thin facade: every method schedules work on one background event loop that owns
+    the real `AsyncClient`. Safe to call from multiple threads, and concurrent requests
+    still overlap on the loop. Arguments are identical to `AsyncClient`.
+    """
+
+    def __init__(self, providers: Sequence[ProviderSettings] | None = None, **kwargs: Any) -> None:
+        self._loop = _LoopThread()
+        try:
+            self._async = AsyncClient(providers, **kwargs)
+        except BaseException:
+            self._loop.stop()
+            raise
+        self._closed = False
+
+    def __enter__(self) -> Client:
+        """Enter a context that closes the client on exit."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the client on context exit."""
+        self.close()
+
+    def close(self) -> None:
+        """Close adapters, stop the background loop, and join its thread."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._loop.run(self._async.aclose())
+        finally:
+            self._loop.stop()
+
+    def _call(self, coro: Any) -> Any:
+        if self._closed:
+            coro.close()
+            raise ConfigError("this client is closed")
+        return self._loop.run(coro)
+
+    @property
+    def catalog(self) -> Any | None:
+        """The alias catalog in force, if any."""
+        return self._async.catalog
+
+    def models(self, provider_id: str) -> Sequence[DiscoveredModel]:
+        """List a provider's models. See `AsyncClient.models`."""
+        return self._call(self._async.models(provider_id))  # type: ignore[no-any-return]
+
+    def health(self, provider_id: str) -> Health:
+        """Probe a provider's readiness. See `AsyncClient.health`."""
+        return self._call(self._async.health(provider_id))  # type: ignore[no-any-return]
+
+    def resolve(self, target: Target) -> ResolvedTarget:
+        """Resolve a target string without issuing a request."""
+        return self._async.resolve(target)
+
+    def generate(self, messages: MessagesInput, **kwargs: Any) -> Generation:
+        """Generate a single result. See `AsyncClient.generate`."""
+        return self._call(self._async.generate(messages, **kwargs))  # type: ignore[no-any-return]
+
+    def stream(self, messages: MessagesInput, **kwargs: Any) -> SyncStream:
+        """Start a streaming generation, returning a blocking iterator.
+
+        See `AsyncClient.stream`. Use the result as a context manager so that leaving the
+        block early cancels the in-flight request. Arguments are checked at once.
+        """
+        if self._closed:
+            raise ConfigError("this client is closed")
+        source = self._async.stream(messages, **kwargs)
+        return SyncStream(self._loop, lambda: source)

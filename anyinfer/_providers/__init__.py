@@ -1,0 +1,1 @@
+"""Built-in provider adapters, one module per wire protocol."""

@@ -1,0 +1,69 @@
+"""Small checked accessors for provider JSON, shared by the adapters.
+
+Provider payloads are validated at the edge: a field of the wrong type is a
+`ProtocolError` naming the field, never a `KeyError` or `TypeError` deep in the core.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._errors import ProtocolError
+
+__all__ = ["as_dict", "as_int", "as_list", "as_str", "opt_dict", "opt_int", "opt_str"]
+
+
+def _bad(provider: str, where: str, expected: str, value: Any) -> ProtocolError:
+    return ProtocolError(
+        f"{provider}: expected {expected} at {where}, got {type(value).__name__}",
+        provider=provider,
+    )
+
+
+def as_dict(value: Any, provider: str, where: str) -> dict[str, Any]:
+    """`value` as a JSON object, or a `ProtocolError`."""
+    if not isinstance(value, dict):
+        raise _bad(provider, where, "an object", value)
+    return value
+
+
+def opt_dict(value: Any, provider: str, where: str) -> dict[str, Any] | None:
+    """`value` as a JSON object or `None`."""
+    return None if value is None else as_dict(value, provider, where)
+
+
+def as_list(value: Any, provider: str, where: str) -> list[Any]:
+    """`value` as a JSON array (`None` reads as empty), or a `ProtocolError`."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _bad(provider, where, "an array", value)
+    return value
+
+
+def opt_str(value: Any, provider: str, where: str) -> str | None:
+    """`value` as a string or `None`."""
+    if value is None or isinstance(value, str):
+        return value
+    raise _bad(provider, where, "a string", value)
+
+
+def as_str(value: Any, provider: str, where: str) -> str:
+    """`value` as a string (`None` reads as empty)."""
+    return opt_str(value, provider, where) or ""
+
+
+def opt_int(value: Any, provider: str, where: str) -> int | None:
+    """`value` as a non-negative integer or `None` (integral floats accepted)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _bad(provider, where, "a number", value)
+    if isinstance(value, float) and not value.is_integer():
+        raise _bad(provider, where, "an integer", value)
+    return int(value)
+
+
+def as_int(value: Any, provider: str, where: str) -> int:
+    """`value` as an integer (`None` reads as 0)."""
+    return opt_int(value, provider, where) or 0

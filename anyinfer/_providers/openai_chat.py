@@ -1,0 +1,285 @@
+"""OpenAI Chat Completions (`/chat/completions`), streaming and not."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+from .._adapter import DiscoveredModel, HTTPAdapter
+from .._messages import ImageContent, Message, TextContent
+from .._parts import (
+    END,
+    FinishPart,
+    Part,
+    RawPart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    UsagePart,
+)
+from .._request import GenerationRequest
+from .._types import Usage
+from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
+
+__all__ = ["OpenAIChatAdapter"]
+
+FINISH_MAP: Mapping[str, str] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+    "eos": "stop",
+    "end_turn": "stop",
+    "max_tokens": "length",
+}
+
+
+class OpenAIChatAdapter(HTTPAdapter):
+    """Adapter for the OpenAI Chat Completions protocol.
+
+    Streams with `stream_options.include_usage` and drains to `data: [DONE]`, so the
+    usage-only chunk OpenAI sends after the finish chunk is always counted.
+    """
+
+    provider_id: ClassVar[str] = "openai"
+    default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
+    api_key_env: ClassVar[str | None] = "OPENAI_API_KEY"
+    #: Name of the output-token cap field in request bodies.
+    max_tokens_field: ClassVar[str] = "max_completion_tokens"
+    #: Whether to ask for a usage chunk in streams.
+    stream_usage: ClassVar[bool] = True
+
+    def default_headers(self) -> dict[str, str]:
+        """Bearer auth plus the configured headers."""
+        headers = super().default_headers()
+        if self.settings.api_key:
+            headers.setdefault("authorization", f"Bearer {self.settings.api_key}")
+        return headers
+
+    # --- request -------------------------------------------------------------------
+
+    def build_body(self, request: GenerationRequest) -> dict[str, Any]:
+        """The JSON body for one request."""
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": [self.message_json(m) for m in request.messages],
+        }
+        if request.stream:
+            body["stream"] = True
+            if self.stream_usage:
+                body["stream_options"] = {"include_usage": True}
+        s = request.sampling
+        if s.temperature is not None:
+            body["temperature"] = s.temperature
+        if s.top_p is not None:
+            body["top_p"] = s.top_p
+        if s.max_output_tokens is not None:
+            body[self.max_tokens_field] = s.max_output_tokens
+        if s.stop:
+            body["stop"] = list(s.stop)
+        if s.seed is not None:
+            body["seed"] = s.seed
+        if s.presence_penalty is not None:
+            body["presence_penalty"] = s.presence_penalty
+        if s.frequency_penalty is not None:
+            body["frequency_penalty"] = s.frequency_penalty
+        if request.reasoning is not None:
+            body["reasoning_effort"] = request.reasoning
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.parameters),
+                    },
+                }
+                for t in request.tools
+            ]
+            forced = request.tool_choice_name()
+            body["tool_choice"] = (
+                {"type": "function", "function": {"name": forced}} if forced else request.tool_choice
+            )
+        if request.response_format is not None:
+            body["response_format"] = self.response_format_json(request.response_format)
+        body.update(request.provider_options)
+        return body
+
+    def response_format_json(self, fmt: Mapping[str, Any]) -> dict[str, Any]:
+        """Map the neutral response format to OpenAI's `response_format`."""
+        if fmt.get("type") == "json_schema":
+            return {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": fmt.get("name", "output"),
+                    "schema": fmt.get("schema", {}),
+                    "strict": bool(fmt.get("strict", False)),
+                },
+            }
+        return {"type": "json_object"}
+
+    def message_json(self, m: Message) -> dict[str, Any]:
+        """One message in Chat Completions form."""
+        if m.role == "tool":
+            return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.text}
+        out: dict[str, Any] = {"role": m.role}
+        if isinstance(m.content, str):
+            out["content"] = m.content
+        else:
+            parts: list[dict[str, Any]] = []
+            for p in m.content:
+                if isinstance(p, TextContent):
+                    parts.append({"type": "text", "text": p.text})
+                elif isinstance(p, ImageContent):
+                    parts.append({"type": "image_url", "image_url": {"url": p.as_data_url()}})
+            out["content"] = parts
+        if m.role == "assistant" and m.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments))},
+                }
+                for c in m.tool_calls
+            ]
+            if not m.text:
+                out["content"] = None
+        return out
+
+    # --- response ------------------------------------------------------------------
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
+        """Send the request and yield its parts (see `Adapter.generate`)."""
+        response = await self.send(
+            "POST", "/chat/completions", json_body=self.build_body(request), request=request
+        )
+        try:
+            if not request.stream:
+                payload = await self.read_json(response, request)
+                if request.retain_raw:
+                    yield RawPart(payload)
+                for part in self.parts_from_chunk(payload, "message"):
+                    yield part
+                yield END
+                return
+            async for sse in self.iter_sse(response, request):
+                data = sse.data
+                if data == b"[DONE]":
+                    yield END
+                    return
+                chunk = self.parse_json(data)
+                if request.retain_raw:
+                    yield RawPart(chunk)
+                for part in self.parts_from_chunk(chunk, "delta"):
+                    yield part
+        finally:
+            await response.aclose()
+
+    def parts_from_chunk(self, chunk: Any, key: str) -> Iterator[Part]:
+        """Parts of one stream chunk (`key="delta"`) or a whole response (`"message"`)."""
+        pid = self.instance_id
+        chunk = as_dict(chunk, pid, "chunk")
+        error = chunk.get("error")
+        if error is not None:
+            message, code = _error_fields(error)
+            raise self.error_from_parts(None, message, code, phase="stream")
+        for choice in as_list(chunk.get("choices"), pid, "choices"):
+            choice = as_dict(choice, pid, "choices[]")
+            if choice.get("index", 0) != 0:
+                continue  # n > 1 is not supported; only the first choice is read
+            delta = opt_dict(choice.get(key), pid, f"choices[].{key}")
+            if delta:
+                yield from self.parts_from_delta(delta, key)
+            reason = opt_str(choice.get("finish_reason"), pid, "finish_reason")
+            if reason:
+                yield FinishPart(FINISH_MAP.get(reason, reason))
+        usage = opt_dict(chunk.get("usage"), pid, "usage")
+        if usage:
+            yield UsagePart(self.usage_from(usage))
+
+    def parts_from_delta(self, delta: dict[str, Any], key: str) -> Iterator[Part]:
+        """Parts of one `delta` (or `message`) object."""
+        pid = self.instance_id
+        for field in ("reasoning_content", "reasoning"):
+            reasoning = delta.get(field)
+            if isinstance(reasoning, str) and reasoning:
+                yield ReasoningPart(reasoning)
+                break
+        content = delta.get("content")
+        if content:
+            yield TextPart(as_str(content, pid, f"{key}.content"))
+        refusal = delta.get("refusal")
+        if refusal:
+            yield TextPart(as_str(refusal, pid, f"{key}.refusal"))
+        for position, call in enumerate(as_list(delta.get("tool_calls"), pid, "tool_calls")):
+            call = as_dict(call, pid, "tool_calls[]")
+            fn = opt_dict(call.get("function"), pid, "tool_calls[].function") or {}
+            index = opt_int(call.get("index"), pid, "tool_calls[].index")
+            args = fn.get("arguments")
+            if args is not None and not isinstance(args, str):
+                args = json.dumps(args)  # some servers send an object, not a string
+            yield ToolCallPart(
+                position if index is None else index,
+                opt_str(call.get("id"), pid, "tool_calls[].id") or None,
+                opt_str(fn.get("name"), pid, "tool_calls[].function.name") or None,
+                args or "",
+            )
+
+    def usage_from(self, u: dict[str, Any]) -> Usage:
+        """Usage from an OpenAI `usage` object, with cache and reasoning details."""
+        pid = self.instance_id
+        prompt_details = opt_dict(u.get("prompt_tokens_details"), pid, "usage.details") or {}
+        out_details = opt_dict(u.get("completion_tokens_details"), pid, "usage.details") or {}
+        cache_read = opt_int(prompt_details.get("cached_tokens"), pid, "usage.cached_tokens")
+        if cache_read is None:
+            cache_read = opt_int(u.get("prompt_cache_hit_tokens"), pid, "usage.cache_hit")
+        return Usage(
+            input_tokens=opt_int(u.get("prompt_tokens"), pid, "usage.prompt_tokens"),
+            output_tokens=opt_int(u.get("completion_tokens"), pid, "usage.completion_tokens"),
+            total_tokens=opt_int(u.get("total_tokens"), pid, "usage.total_tokens"),
+            cache_read_tokens=cache_read,
+            reasoning_tokens=opt_int(
+                out_details.get("reasoning_tokens"), pid, "usage.reasoning_tokens"
+            ),
+        )
+
+    # --- discovery -----------------------------------------------------------------
+
+    async def models(self) -> Sequence[DiscoveredModel]:
+        """List models from `GET /models`."""
+        response = await self.send("GET", "/models", phase="discover")
+        try:
+            payload = await self.read_json(response)
+        finally:
+            await response.aclose()
+        pid = self.instance_id
+        body = as_dict(payload, pid, "models")
+        found: list[DiscoveredModel] = []
+        for entry in as_list(body.get("data"), pid, "models.data"):
+            entry = as_dict(entry, pid, "models.data[]")
+            model_id = opt_str(entry.get("id"), pid, "models.data[].id")
+            if not model_id:
+                continue
+            window = None
+            for key in ("context_length", "context_window", "max_model_len", "n_ctx_train"):
+                if isinstance(entry.get(key), int):
+                    window = entry[key]
+                    break
+            meta = entry.get("meta")
+            if window is None and isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
+                window = meta["n_ctx_train"]
+            found.append(DiscoveredModel(pid, model_id, context_window=window, raw=entry))
+        return found
+
+
+def _error_fields(error: Any) -> tuple[str, str | None]:
+    if isinstance(error, dict):
+        message = error.get("message")
+        code = error.get("code") or error.get("type")
+        return (str(message) if message else json.dumps(error)), (
+            str(code) if code is not None else None
+        )
+    return str(error), None

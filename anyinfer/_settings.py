@@ -1,0 +1,161 @@
+"""Provider settings and credential references."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ._errors import ConfigError
+from ._redact import MASK, register_secret
+
+__all__ = ["ProviderSettings", "resolve_credential"]
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """How one provider instance should be configured on a client.
+
+    A client may hold several instances of the same underlying engine — two Azure
+    tenants, a local and a remote Ollama — by giving each one an `alias`. The alias is the
+    instance's identity everywhere else: it is what an `alias:model` target names, what
+    the client keys its adapters by, and what telemetry reports.
+
+    Attributes:
+        provider_id: Registered provider id or alias, e.g. `"openai"` or `"claude"`. This
+            selects the engine — which adapter is built and how it talks.
+        base_url: Endpoint override. Optional for providers with a default; required for
+            ones that have none (`openai-compat`, `azure-foundry`).
+        api_key: Credential for the provider. Accepts a reference
+            (`"env://OPENAI_API_KEY"`, `"credential://system/openai"`) as well as a
+            literal; it is resolved once, when the adapter is first built, and registered
+            for redaction at that point. Never shown in `repr()`.
+        api_version: Version pin for providers that take one (Azure, Anthropic).
+        headers: Extra headers merged into every request.
+        options: Provider-specific settings, per the provider's documented fields.
+        timeout_s: Default per-request timeout for this provider.
+        transport: Test seam — an **httpx** transport (`httpx.AsyncBaseTransport`) that
+            intercepts this provider's traffic (used by the fake-server and cassette
+            modes). The spec pages say httpx2; AnyInfer takes httpx on purpose, because
+            respx, vcrpy and the rest of the test tooling patch httpx.
+        alias: Instance id, when this is one of several instances of `provider_id`.
+            Defaults to `provider_id` itself, which is the single-instance case.
+    """
+
+    provider_id: str
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    api_version: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    timeout_s: float = 120.0
+    transport: Any | None = field(default=None, repr=False)
+    alias: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.provider_id, str) or not self.provider_id.strip():
+            raise ConfigError("ProviderSettings.provider_id must be a non-empty string")
+        if self.alias is not None and (":" in self.alias or not self.alias.strip()):
+            raise ConfigError(f"provider alias {self.alias!r} must be non-empty without ':'")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"timeout_s must be positive, got {self.timeout_s!r}")
+
+    def __repr__(self) -> str:
+        key = MASK if self.api_key else None
+        return (
+            f"ProviderSettings(provider_id={self.provider_id!r}, alias={self.alias!r}, "
+            f"base_url={self.base_url!r}, api_key={key!r}, timeout_s={self.timeout_s!r})"
+        )
+
+    @property
+    def instance_id(self) -> str:
+        """This instance's identity: the alias when set, else the provider id."""
+        return self.alias or self.provider_id
+
+    @classmethod
+    def of(cls, provider_id: str, **kwargs: Any) -> ProviderSettings:
+        """Build settings for a provider id, normalizing the id and any alias.
+
+        Registered aliases map to their engine (`"claude"` becomes `"anthropic"`); ids
+        and aliases are lower-cased and stripped.
+
+        Args:
+            provider_id: A registered provider id or alias.
+            **kwargs: Any other `ProviderSettings` field.
+
+        Returns:
+            The settings.
+        """
+        from ._registry import default_registry
+
+        pid = default_registry().canonical(provider_id.strip().lower())
+        alias = kwargs.pop("alias", None)
+        if alias is not None:
+            alias = alias.strip().lower()
+        return cls(provider_id=pid, alias=alias, **kwargs)
+
+    def with_resolved_key(self) -> tuple[ProviderSettings, str | None]:
+        """Resolve `api_key` and register it for redaction.
+
+        Returns:
+            A copy of these settings with the key replaced by its resolved value, and the
+            value itself.
+        """
+        key = resolve_credential(self.api_key, provider=self.instance_id)
+        return replace(self, api_key=key), key
+
+
+def resolve_credential(value: str | None, *, provider: str | None = None) -> str | None:
+    """Resolve a credential literal or reference, registering the result as a secret.
+
+    Args:
+        value: A literal, `env://NAME`, or `credential://system/NAME`.
+        provider: The provider instance, for error context.
+
+    Returns:
+        The secret, or `None` when no credential was configured.
+
+    Raises:
+        ConfigError: If the reference cannot be resolved.
+    """
+    if value is None:
+        return None
+    if value.startswith("env://"):
+        name = value[len("env://") :]
+        secret = os.environ.get(name)
+        if not secret:
+            raise ConfigError(
+                f"api_key refers to environment variable {name!r}, which is not set",
+                provider=provider,
+            )
+    elif value.startswith("credential://"):
+        secret = _from_keyring(value, provider)
+    else:
+        secret = value
+    register_secret(secret)
+    return secret
+
+
+def _from_keyring(reference: str, provider: str | None) -> str:
+    rest = reference[len("credential://") :]
+    service, _, name = rest.partition("/")
+    if service != "system" or not name:
+        raise ConfigError(
+            f"credential reference {reference!r} must look like credential://system/NAME",
+            provider=provider,
+        )
+    try:
+        import keyring  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        raise ConfigError(
+            "credential://system/... needs the system keyring: pip install keyring",
+            provider=provider,
+        ) from None
+    secret = keyring.get_password("anyinfer", name)
+    if not secret:
+        raise ConfigError(
+            f"no credential named {name!r} in the system keyring (service 'anyinfer')",
+            provider=provider,
+        )
+    return str(secret)
