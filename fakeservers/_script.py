@@ -1,0 +1,189 @@
+"""Scripts: provider-neutral descriptions of one response, and their rendered frames.
+
+A `Script` says *what* a provider sends — content pieces, finish reason, usage and where
+the wire puts it, keep-alive lines, how the bytes are cut into network reads, and an
+optional fault. A dialect (`fakeservers.dialects`) renders it into one protocol's frames;
+each `Frame` records which parts of the script it carries, so a checker can say exactly
+what a consumer must have seen when a fault cuts the response short.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "Fault",
+    "FaultKind",
+    "Frame",
+    "Piece",
+    "Reasoning",
+    "Rendered",
+    "Script",
+    "ScriptUsage",
+    "Text",
+    "ToolFragment",
+    "UsagePlacement",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A piece of visible answer text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """A piece of reasoning/thinking text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFragment:
+    """A fragment of the tool call in slot `index`.
+
+    The first fragment of a slot normally carries `id` and `name`; later ones carry
+    only argument text. A dialect whose protocol sends calls whole joins a slot's
+    fragments into one call.
+    """
+
+    index: int
+    arguments: str
+    id: str | None = None
+    name: str | None = None
+
+
+Piece = Text | Reasoning | ToolFragment
+"""One content piece of a script."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptUsage:
+    """Usage figures a script's provider reports."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+UsagePlacement = Literal["trailing", "finish", "split", "none"]
+"""Where usage goes on the wire.
+
+- `trailing`: a usage-only frame after the finish frame (OpenAI `include_usage`).
+- `finish`: inside the frame that carries the finish reason.
+- `split`: input-side figures early (before content), output-side figures late
+  (Anthropic's `message_start` / `message_delta`); dialects without a split put all of
+  it in the finish frame.
+- `none`: the provider reports no usage.
+"""
+
+FaultKind = Literal["disconnect", "status", "malformed", "stall"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """Something going wrong at a point in the response.
+
+    Attributes:
+        kind: `disconnect` (the connection closes), `status` (an HTTP error status
+            instead of a response), `malformed` (a frame of garbage), or `stall` (the
+            server stops sending but keeps the connection open).
+        at: Frame index the fault happens before (0 = before the first frame). Clamped
+            to the number of frames. Ignored for `status`.
+        partial_bytes: For `disconnect`, how many bytes of frame `at` are written
+            before the close (a frame cut in half).
+        status: For `status`, the HTTP status.
+        retry_after: For `status`, a `Retry-After` header value in seconds.
+        message: For `status`, the provider error message.
+        code: For `status`, the provider error code/type (e.g.
+            `context_length_exceeded`).
+    """
+
+    kind: FaultKind
+    at: int = 0
+    partial_bytes: int = 0
+    status: int = 500
+    retry_after: float | None = None
+    message: str = "scripted failure"
+    code: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One scripted provider response.
+
+    Attributes:
+        pieces: Content in wire order.
+        finish_reason: A neutral finish reason (`stop`, `length`, `tool_calls`,
+            `content_filter`) or any other string, which dialects send verbatim (a value
+            no provider uses yet); `None` sends no finish reason at all.
+        usage: Usage figures, or `None` for none.
+        usage_placement: Where usage goes (see `UsagePlacement`).
+        keepalives: Frame indices before which a keep-alive/comment line is sent.
+        read_sizes: How the body's bytes are cut into network reads: empty means one
+            read per frame; otherwise reads of these sizes in turn, the last size
+            repeating (`(1,)` sends byte by byte, splitting multi-byte UTF-8).
+        sentinel: Whether the protocol's terminal sentinel is sent.
+        fault: What goes wrong, if anything.
+        model: The model name the provider reports.
+    """
+
+    pieces: tuple[Piece, ...] = ()
+    finish_reason: str | None = "stop"
+    usage: ScriptUsage | None = None
+    usage_placement: UsagePlacement = "trailing"
+    keepalives: tuple[int, ...] = ()
+    read_sizes: tuple[int, ...] = ()
+    sentinel: bool = True
+    fault: Fault | None = None
+    model: str = "fake-model"
+
+    @property
+    def text(self) -> str:
+        """All text pieces joined."""
+        return "".join(p.text for p in self.pieces if isinstance(p, Text))
+
+    @property
+    def reasoning(self) -> str:
+        """All reasoning pieces joined."""
+        return "".join(p.text for p in self.pieces if isinstance(p, Reasoning))
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One logical frame of a rendered response, and what it carries.
+
+    Attributes:
+        data: The frame's bytes.
+        pieces: Indices into `Script.pieces` this frame delivers.
+        usage: Usage fields this frame reports (`input_tokens`, …).
+        finish: Whether it carries the finish reason.
+        sentinel: Whether it is the protocol's terminal sentinel.
+        keepalive: Whether it is a keep-alive/comment frame.
+    """
+
+    data: bytes
+    pieces: tuple[int, ...] = ()
+    usage: frozenset[str] = field(default_factory=frozenset)
+    finish: bool = False
+    sentinel: bool = False
+    keepalive: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A script rendered by a dialect: status, headers and frames in order."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    frames: tuple[Frame, ...]
+
+    @property
+    def body(self) -> bytes:
+        """All frames' bytes joined."""
+        return b"".join(f.data for f in self.frames)
