@@ -1,13 +1,15 @@
 """AnyInfer: one typed way to call LLM providers, hosted and local.
 
-    import anyinfer as ai
+import anyinfer as ai
 
-    with ai.Client([ai.ProviderSettings("openai", api_key="env://OPENAI_API_KEY")]) as client:
-        result = client.generate("Say hi", target="openai:gpt-4o-mini")
-        print(result.text, result.usage)
+with ai.Client([ai.ProviderSettings("openai", api_key="env://OPENAI_API_KEY")]) as client:
+    result = client.generate("Say hi", target="openai:gpt-4o-mini")
+    print(result.text, result.usage)
 """
 
 from __future__ import annotations
+
+import contextlib
 
 from ._client import AsyncClient, Client
 from ._errors import (
@@ -127,7 +129,7 @@ __all__ = [
 
 for _name in __all__:
     _obj = globals()[_name]
-    if isinstance(_obj, type) or callable(_obj) and hasattr(_obj, "__module__"):
+    if isinstance(_obj, type) or (callable(_obj) and hasattr(_obj, "__module__")):
         try:
             _obj.__module__ = "anyinfer"
         except (AttributeError, TypeError):

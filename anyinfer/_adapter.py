@@ -155,7 +155,7 @@ class Adapter(ABC):
             return Health(self.instance_id, False, _ms_since(start), exc.message)
         return Health(self.instance_id, True, _ms_since(start), "", len(found))
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, nothing to release here
         """Release connections."""
 
 
@@ -251,18 +251,23 @@ class HTTPAdapter(Adapter):
         except httpx.TimeoutException as exc:
             kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "first_byte"
             raise ProviderTimeoutError(
-                f"{self.instance_id}: {kind} timeout", timeout_kind=kind,
-                provider=self.instance_id, phase=phase,
+                f"{self.instance_id}: {kind} timeout",
+                timeout_kind=kind,
+                provider=self.instance_id,
+                phase=phase,
             ) from None
         except httpx.ConnectError as exc:
             raise ProviderError(
                 f"{self.instance_id}: cannot connect to {self.base_url}: {exc}",
-                provider=self.instance_id, phase=phase, retryable=True,
+                provider=self.instance_id,
+                phase=phase,
+                retryable=True,
             ) from None
         except httpx.TransportError as exc:
             raise StreamError(
                 f"{self.instance_id}: connection failed before the response: {exc!r}",
-                provider=self.instance_id, phase=phase,
+                provider=self.instance_id,
+                phase=phase,
             ) from None
         if response.status_code >= 400:
             try:
@@ -312,7 +317,9 @@ class HTTPAdapter(Adapter):
         except httpx.TimeoutException:
             raise ProviderTimeoutError(
                 f"{self.instance_id}: the stream went idle past the read timeout",
-                timeout_kind="idle", provider=self.instance_id, phase="stream",
+                timeout_kind="idle",
+                provider=self.instance_id,
+                phase="stream",
             ) from None
         except httpx.TransportError as exc:
             raise StreamError(

@@ -259,8 +259,20 @@ class AsyncClient:
         """
         return AsyncStream(
             self._start(
-                messages, target, route, schema, tools, tool_choice, sampling, reasoning,
-                timeout_s, repair, provider_options, metadata, max_response_bytes, wire_stream=True,
+                messages,
+                target,
+                route,
+                schema,
+                tools,
+                tool_choice,
+                sampling,
+                reasoning,
+                timeout_s,
+                repair,
+                provider_options,
+                metadata,
+                max_response_bytes,
+                wire_stream=True,
             )
         )
 
@@ -405,8 +417,20 @@ class AsyncClient:
             ProviderError: A failure after content was shown (no fallback then).
         """
         source = self._start(
-            messages, target, route, schema, tools, tool_choice, sampling, reasoning,
-            timeout_s, repair, provider_options, metadata, max_response_bytes, wire_stream=False,
+            messages,
+            target,
+            route,
+            schema,
+            tools,
+            tool_choice,
+            sampling,
+            reasoning,
+            timeout_s,
+            repair,
+            provider_options,
+            metadata,
+            max_response_bytes,
+            wire_stream=False,
         )
         return await AsyncStream(source).collect()
 

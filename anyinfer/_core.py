@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, cast
@@ -109,7 +109,7 @@ class AttemptRun:
             phases=dict(self._phases),
         )
 
-    async def events(self) -> AsyncIterator[StreamEvent]:
+    async def events(self) -> AsyncGenerator[StreamEvent, None]:
         """Yield the attempt's events; raise a typed error if the attempt fails."""
         clock = self._clock
         self.started_at = start = clock()

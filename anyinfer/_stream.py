@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -229,10 +230,9 @@ class SyncStream:
         from concurrent.futures import CancelledError
 
         loop.call_soon_threadsafe(cancel)
-        try:
+        # Cancellation is the point; a failure after close is moot.
+        with contextlib.suppress(CancelledError, Exception):
             pump.result()
-        except (CancelledError, Exception):
-            pass  # cancellation is the point; failures after close are moot
 
     def collect(self) -> Generation:
         """Drain the stream and return the final result."""
@@ -246,4 +246,3 @@ class _Failure:
 
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
-

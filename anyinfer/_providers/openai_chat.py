@@ -101,7 +101,9 @@ class OpenAIChatAdapter(HTTPAdapter):
             ]
             forced = request.tool_choice_name()
             body["tool_choice"] = (
-                {"type": "function", "function": {"name": forced}} if forced else request.tool_choice
+                {"type": "function", "function": {"name": forced}}
+                if forced
+                else request.tool_choice
             )
         if request.response_format is not None:
             body["response_format"] = self.response_format_json(request.response_format)
@@ -269,7 +271,11 @@ class OpenAIChatAdapter(HTTPAdapter):
                     window = entry[key]
                     break
             meta = entry.get("meta")
-            if window is None and isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
+            if (
+                window is None
+                and isinstance(meta, dict)
+                and isinstance(meta.get("n_ctx_train"), int)
+            ):
                 window = meta["n_ctx_train"]
             found.append(DiscoveredModel(pid, model_id, context_window=window, raw=entry))
         return found

@@ -1,0 +1,541 @@
+"""Replaying real provider recordings (the shared `wire` folder) through the transport seam.
+
+The shared folder holds vcrpy YAML cassettes that other open-source projects recorded
+against live providers. This module finds that folder, reads the cassettes into plain
+`Interaction` objects (decompressing gzip bodies, re-serializing `parsed_body`), says
+which wire protocol each interaction speaks, frames SSE bodies for computing expected
+values, and serves interactions back in order through an `httpx.MockTransport`.
+
+It is protocol-neutral on purpose: the OpenAI Chat replay tests use it, and so can the
+Anthropic, Gemini and Responses ones.
+
+Locating the folder: the `ANYINFER_SHARED_WIRE` environment variable wins; otherwise the
+repository root and each of its parents is searched for `shared/wire` (in development the
+repo is `/work/main` beside `/work/shared`; in CI a fresh clone sits beside a copy of
+`shared/`). When nothing is found, `require_wire_dir()` skips the calling test.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import zlib
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+__all__ = [
+    "WIRE_ENV",
+    "Interaction",
+    "RecordedRequest",
+    "RecordedResponse",
+    "ReplayTransport",
+    "SSEFrame",
+    "find_wire_dir",
+    "interactions",
+    "iter_by_protocol",
+    "list_cassettes",
+    "load_cassette",
+    "protocol_of",
+    "replay_transport",
+    "require_wire_dir",
+    "sse_frames",
+    "sse_json",
+]
+
+WIRE_ENV = "ANYINFER_SHARED_WIRE"
+"""Environment variable naming the shared recordings folder explicitly."""
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Headers that describe the recorded transfer, not the body we serve: the body is stored
+# decoded (or re-serialized), so these would lie about it.
+_TRANSFER_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+# --- locating the recordings ---------------------------------------------------------------
+
+
+def find_wire_dir() -> tuple[Path | None, str]:
+    """Find the shared recordings folder.
+
+    Returns:
+        `(path, how)` when found, `(None, reason)` when not; `reason` says where it looked.
+    """
+    explicit = os.environ.get(WIRE_ENV)
+    if explicit:
+        path = Path(explicit).expanduser()
+        if path.is_dir():
+            return path.resolve(), f"${WIRE_ENV}"
+        return None, f"${WIRE_ENV}={explicit!r} is not a directory"
+    looked: list[str] = []
+    for base in (REPO_ROOT, *REPO_ROOT.parents):
+        candidate = base / "shared" / "wire"
+        looked.append(str(candidate))
+        if candidate.is_dir():
+            return candidate.resolve(), f"found beside {base}"
+    return None, (
+        f"no shared recordings folder: set ${WIRE_ENV}, or put a copy of shared/wire beside "
+        f"the repository (looked in {', '.join(looked[:3])}, ...)"
+    )
+
+
+def require_wire_dir() -> Path:
+    """The shared recordings folder, or skip the calling test saying why it is missing."""
+    path, why = find_wire_dir()
+    if path is None:
+        pytest.skip(why)
+    return path
+
+
+def list_cassettes(root: Path | None = None) -> list[Path]:
+    """Every YAML cassette under `root` (default: the shared folder), sorted by path."""
+    if root is None:
+        root, _ = find_wire_dir()
+        if root is None:
+            return []
+    found = [p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
+    return sorted(found)
+
+
+# --- reading cassettes ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """The request half of one recorded interaction.
+
+    Attributes:
+        method: HTTP method, upper case.
+        uri: The recorded URI, as stored (may carry a `#fragment` vcrpy matchers used).
+        headers: Lower-cased header names to their recorded values.
+        body: The body bytes (`parsed_body` re-serialized as JSON); empty when none.
+    """
+
+    method: str
+    uri: str
+    headers: Mapping[str, tuple[str, ...]]
+    body: bytes
+
+    @property
+    def url(self) -> httpx.URL:
+        """The URI without a fragment, as an `httpx.URL`."""
+        return httpx.URL(self.uri.partition("#")[0])
+
+    @property
+    def path(self) -> str:
+        """The URL path, e.g. `/v1/chat/completions`."""
+        return self.url.path
+
+    @property
+    def json(self) -> Any:
+        """The body parsed as JSON, or `None` when it is empty or not JSON."""
+        return _maybe_json(self.body)
+
+    @property
+    def wants_stream(self) -> bool:
+        """Whether the request asked for a streamed response.
+
+        True for a JSON body with `"stream": true` and for Gemini's
+        `:streamGenerateContent` URLs.
+        """
+        payload = self.json
+        if isinstance(payload, dict) and payload.get("stream") is True:
+            return True
+        return ":streamGenerateContent" in self.path
+
+
+@dataclass(frozen=True)
+class RecordedResponse:
+    """The response half of one recorded interaction.
+
+    Attributes:
+        status: HTTP status code.
+        headers: Lower-cased header names to their recorded values (transfer headers
+            included, as recorded).
+        body: The decoded body bytes.
+    """
+
+    status: int
+    headers: Mapping[str, tuple[str, ...]]
+    body: bytes
+
+    @property
+    def content_type(self) -> str:
+        """The media type without parameters, lower case; empty when not recorded."""
+        values = self.headers.get("content-type", ())
+        return values[0].split(";")[0].strip().lower() if values else ""
+
+    @property
+    def is_sse(self) -> bool:
+        """Whether the body is a server-sent event stream.
+
+        Judged by the content type, or (some recordings drop it) by the first
+        non-blank line being an SSE field or comment.
+        """
+        if self.content_type == "text/event-stream":
+            return True
+        for line in self.body.decode("utf-8", "replace").splitlines():
+            if line.strip():
+                return line.startswith(("data:", "event:", ":", "id:", "retry:"))
+        return False
+
+    @property
+    def json(self) -> Any:
+        """The body parsed as JSON, or `None` when it is empty or not JSON."""
+        return _maybe_json(self.body)
+
+    @property
+    def text(self) -> str:
+        """The body decoded as UTF-8."""
+        return self.body.decode("utf-8")
+
+    def served_headers(self) -> list[tuple[str, str]]:
+        """The headers to serve with the decoded body (transfer headers dropped)."""
+        return [
+            (name, value)
+            for name, values in self.headers.items()
+            if name not in _TRANSFER_HEADERS
+            for value in values
+        ]
+
+
+@dataclass(frozen=True)
+class Interaction:
+    """One recorded request/response pair.
+
+    Attributes:
+        cassette: The file it came from.
+        index: Its position in that file.
+        request: The recorded request.
+        response: The recorded response.
+    """
+
+    cassette: Path
+    index: int
+    request: RecordedRequest
+    response: RecordedResponse
+
+    @property
+    def id(self) -> str:
+        """A readable test id: `<file name>#<index>`."""
+        return f"{self.cassette.name}#{self.index}"
+
+    @property
+    def protocol(self) -> str | None:
+        """The wire protocol this interaction speaks (see `protocol_of`)."""
+        return protocol_of(self.request)
+
+
+def load_cassette(path: Path) -> list[Interaction]:
+    """Read one vcrpy cassette.
+
+    Handles both request body styles (`body` as text/bytes, pydantic-ai's `parsed_body`)
+    and the response body styles (`body: {string: ...}`, `body` as a bare string,
+    `parsed_body`, and the older `content` key), gunzipping bodies that the headers or
+    the gzip magic bytes say are compressed.
+
+    Args:
+        path: The YAML file.
+
+    Returns:
+        Its interactions, in recorded order.
+
+    Raises:
+        ValueError: If the file is not a vcrpy cassette.
+    """
+    with path.open("rb") as fh:
+        doc = yaml.safe_load(fh)
+    if not isinstance(doc, dict) or not isinstance(doc.get("interactions"), list):
+        raise ValueError(f"{path}: not a vcrpy cassette (no 'interactions' list)")
+    out: list[Interaction] = []
+    for index, raw in enumerate(doc["interactions"]):
+        req, resp = raw["request"], raw["response"]
+        req_headers = _headers(req.get("headers"))
+        resp_headers = _headers(resp.get("headers"))
+        request = RecordedRequest(
+            method=str(req.get("method", "GET")).upper(),
+            uri=str(req["uri"]),
+            headers=req_headers,
+            body=_decode(_request_body(req), req_headers),
+        )
+        status = resp.get("status")
+        code = status.get("code") if isinstance(status, dict) else status
+        response = RecordedResponse(
+            status=int(code),
+            headers=resp_headers,
+            body=_decode(_response_body(resp), resp_headers),
+        )
+        out.append(Interaction(path, index, request, response))
+    return out
+
+
+@cache
+def _load_cached(path: Path) -> tuple[Interaction, ...]:
+    return tuple(load_cassette(path))
+
+
+def interactions(
+    root: Path | None = None,
+    where: Callable[[Interaction], bool] | None = None,
+) -> list[Interaction]:
+    """Every interaction in every cassette under `root`, optionally filtered.
+
+    Args:
+        root: The recordings folder; default: `find_wire_dir()`. Missing means none.
+        where: Keep only interactions this returns true for.
+
+    Returns:
+        The interactions, ordered by file path then position.
+    """
+    found: list[Interaction] = []
+    for path in list_cassettes(root):
+        for item in _load_cached(path):
+            if where is None or where(item):
+                found.append(item)
+    return found
+
+
+def protocol_of(request: RecordedRequest) -> str | None:
+    """Name the wire protocol a recorded request speaks, from its URL.
+
+    Returns:
+        `"openai_chat"` (`…/chat/completions`, any host), `"openai_responses"`
+        (`…/responses`), `"anthropic_messages"` (`…/v1/messages`), `"gemini"`
+        (`:generateContent` / `:streamGenerateContent`), or `None` for anything else
+        (token exchanges, model listings, token counting).
+    """
+    path = request.path.rstrip("/")
+    if path.endswith("/chat/completions"):
+        return "openai_chat"
+    if path.endswith("/responses"):
+        return "openai_responses"
+    if path.endswith("/v1/messages"):
+        return "anthropic_messages"
+    if path.endswith((":generateContent", ":streamGenerateContent")):
+        return "gemini"
+    return None
+
+
+def _headers(raw: Any) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    if not isinstance(raw, dict):
+        return out
+    for name, values in raw.items():
+        seq = values if isinstance(values, list) else [values]
+        key = str(name).lower()
+        out[key] = out.get(key, ()) + tuple(str(v) for v in seq)
+    return out
+
+
+def _request_body(req: Mapping[str, Any]) -> bytes:
+    if "parsed_body" in req and req["parsed_body"] is not None:
+        return json.dumps(req["parsed_body"]).encode()
+    return _as_bytes(req.get("body"))
+
+
+def _response_body(resp: Mapping[str, Any]) -> bytes:
+    if "parsed_body" in resp and resp["parsed_body"] is not None:
+        return json.dumps(resp["parsed_body"]).encode()
+    body = resp.get("body")
+    if isinstance(body, dict):
+        if "string" in body:
+            return _as_bytes(body["string"])
+        if "parsed_body" in body:
+            return json.dumps(body["parsed_body"]).encode()
+    if body is not None:
+        return _as_bytes(body)
+    return _as_bytes(resp.get("content"))
+
+
+def _as_bytes(value: Any) -> bytes:
+    if value is None:
+        return b""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps(value).encode()  # a body vcrpy stored as a YAML mapping
+
+
+def _decode(body: bytes, headers: Mapping[str, tuple[str, ...]]) -> bytes:
+    encodings = [
+        enc.strip().lower()
+        for value in headers.get("content-encoding", ())
+        for enc in value.split(",")
+        if enc.strip()
+    ]
+    if body[:2] == b"\x1f\x8b":  # gzip magic, whatever the headers say
+        return gzip.decompress(body)
+    if "gzip" in encodings and body:
+        try:
+            return gzip.decompress(body)
+        except (OSError, EOFError):
+            return body  # already decoded by the recorder; the header is historical
+    if "deflate" in encodings and body:
+        try:
+            return zlib.decompress(body)
+        except zlib.error:
+            return zlib.decompress(body, -zlib.MAX_WBITS)
+    return body
+
+
+def _maybe_json(body: bytes) -> Any:
+    if not body.strip():
+        return None
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+# --- framing recorded bodies ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SSEFrame:
+    """One server-sent event of a recorded body.
+
+    Attributes:
+        event: The `event:` field, or `None`.
+        data: The `data:` lines joined with newlines.
+    """
+
+    event: str | None
+    data: str
+
+
+def sse_frames(body: bytes | str) -> list[SSEFrame]:
+    """Split a whole recorded SSE body into events (comments dropped).
+
+    A deliberately plain reading of the SSE format, independent of the library's
+    incremental framer: lines end at `\\r\\n`, `\\r` or `\\n`; a blank line dispatches;
+    an unterminated event at the end of the body is still returned, because a
+    recording's last event may lack its blank line.
+    """
+    text = body.decode("utf-8") if isinstance(body, bytes) else body
+    frames: list[SSEFrame] = []
+    data: list[str] = []
+    event: str | None = None
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if not line:
+            if data:
+                frames.append(SSEFrame(event, "\n".join(data)))
+            data, event = [], None
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+    if data:
+        frames.append(SSEFrame(event, "\n".join(data)))
+    return frames
+
+
+def sse_json(body: bytes | str, *, sentinel: str = "[DONE]") -> tuple[list[Any], bool]:
+    """JSON payloads of a recorded SSE body, and whether `sentinel` arrived.
+
+    Args:
+        body: The whole body.
+        sentinel: A `data:` value that ends the stream instead of carrying JSON.
+
+    Returns:
+        `(payloads, saw_sentinel)`; payloads after the sentinel are ignored.
+    """
+    payloads: list[Any] = []
+    for frame in sse_frames(body):
+        if frame.data.strip() == sentinel:
+            return payloads, True
+        payloads.append(json.loads(frame.data))
+    return payloads, False
+
+
+# --- serving recordings ----------------------------------------------------------------------
+
+
+class _ChunkedBody(httpx.AsyncByteStream):
+    def __init__(self, body: bytes, size: int) -> None:
+        self._body = body
+        self._size = size
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for start in range(0, len(self._body), self._size):
+            yield self._body[start : start + self._size]
+
+
+class ReplayTransport(httpx.MockTransport):
+    """An `httpx.MockTransport` serving recorded responses in recorded order.
+
+    Each request gets the next interaction's status, headers (transfer headers
+    dropped) and decoded body. Requests are kept in `requests` for assertions. Strict:
+    a request beyond the recording fails the test with an `AssertionError`, and
+    `assert_all_used()` fails when some recorded response was never asked for.
+
+    Args:
+        recorded: The interactions to serve.
+        chunk_size: Serve bodies in reads of this many bytes (default: one read), to
+            exercise framing across read boundaries.
+    """
+
+    def __init__(self, recorded: Iterable[Interaction], *, chunk_size: int | None = None) -> None:
+        if chunk_size is not None and chunk_size <= 0:
+            raise ValueError(f"chunk_size must be positive, got {chunk_size!r}")
+        self.recorded: tuple[Interaction, ...] = tuple(recorded)
+        self.chunk_size = chunk_size
+        self.requests: list[httpx.Request] = []
+        super().__init__(self._serve)
+
+    def _serve(self, request: httpx.Request) -> httpx.Response:
+        position = len(self.requests)
+        self.requests.append(request)
+        if position >= len(self.recorded):
+            raise AssertionError(
+                f"unexpected request #{position + 1} {request.method} {request.url}: "
+                f"the recording has only {len(self.recorded)} interaction(s)"
+            )
+        recorded = self.recorded[position].response
+        headers = recorded.served_headers()
+        if self.chunk_size is None:
+            return httpx.Response(recorded.status, headers=headers, content=recorded.body)
+        return httpx.Response(
+            recorded.status, headers=headers, stream=_ChunkedBody(recorded.body, self.chunk_size)
+        )
+
+    @property
+    def unused(self) -> tuple[Interaction, ...]:
+        """Recorded interactions no request has consumed yet."""
+        return self.recorded[len(self.requests) :]
+
+    def assert_all_used(self) -> None:
+        """Fail if any recorded interaction was never requested."""
+        left = self.unused
+        assert not left, f"{len(left)} recorded interaction(s) never requested: " + ", ".join(
+            i.id for i in left
+        )
+
+    def sent_json(self, position: int = -1) -> Any:
+        """The JSON body of a request the transport received (default: the last)."""
+        return json.loads(self.requests[position].content)
+
+
+def replay_transport(
+    recorded: Iterable[Interaction], *, chunk_size: int | None = None
+) -> ReplayTransport:
+    """A `ReplayTransport` for `recorded` (see that class)."""
+    return ReplayTransport(recorded, chunk_size=chunk_size)
+
+
+def iter_by_protocol(protocol: str, root: Path | None = None) -> Iterator[Interaction]:
+    """Interactions speaking `protocol` (a `protocol_of` name), in file order."""
+    yield from interactions(root, lambda i: i.protocol == protocol)
