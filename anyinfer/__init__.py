@@ -127,11 +127,13 @@ __all__ = [
     "register_secret",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type) or (callable(_obj) and hasattr(_obj, "__module__")):
-        try:
-            _obj.__module__ = "anyinfer"
-        except (AttributeError, TypeError):
-            pass
-del _name, _obj
+def _publish() -> None:
+    # Reprs, tracebacks and docs say `anyinfer.Generation`, not a private module path.
+    for name in __all__:
+        obj = globals()[name]
+        if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__module__")):
+            with contextlib.suppress(AttributeError, TypeError):
+                obj.__module__ = "anyinfer"
+
+
+_publish()
