@@ -268,6 +268,8 @@ def load_cassette(path: Path) -> list[Interaction]:
         )
         status = resp.get("status")
         code = status.get("code") if isinstance(status, dict) else status
+        if not isinstance(code, int | str):
+            raise ValueError(f"{path}: interaction {index} has no response status code")
         response = RecordedResponse(
             status=int(code),
             headers=resp_headers,

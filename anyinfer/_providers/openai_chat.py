@@ -184,8 +184,15 @@ class OpenAIChatAdapter(HTTPAdapter):
         """Parts of one stream chunk (`key="delta"`) or a whole response (`"message"`)."""
         pid = self.instance_id
         chunk = as_dict(chunk, pid, "chunk")
+        usage = opt_dict(chunk.get("usage"), pid, "usage")
+        if usage is None:
+            # Groq reports stream usage under x_groq when include_usage is not honoured.
+            x_groq = opt_dict(chunk.get("x_groq"), pid, "x_groq")
+            usage = opt_dict(x_groq.get("usage"), pid, "x_groq.usage") if x_groq else None
         error = chunk.get("error")
         if error is not None:
+            if usage:  # flush what the failing frame still reports before failing
+                yield UsagePart(self.usage_from(usage))
             message, code = _error_fields(error)
             raise self.error_from_parts(None, message, code, phase="stream")
         for choice in as_list(chunk.get("choices"), pid, "choices"):
@@ -198,7 +205,6 @@ class OpenAIChatAdapter(HTTPAdapter):
             reason = opt_str(choice.get("finish_reason"), pid, "finish_reason")
             if reason:
                 yield FinishPart(FINISH_MAP.get(reason, reason))
-        usage = opt_dict(chunk.get("usage"), pid, "usage")
         if usage:
             yield UsagePart(self.usage_from(usage))
 
@@ -211,7 +217,9 @@ class OpenAIChatAdapter(HTTPAdapter):
                 yield ReasoningPart(reasoning)
                 break
         content = delta.get("content")
-        if content:
+        if isinstance(content, list):
+            yield from _content_list_parts(content, pid, key)
+        elif content:
             yield TextPart(as_str(content, pid, f"{key}.content"))
         refusal = delta.get("refusal")
         if refusal:
@@ -236,8 +244,11 @@ class OpenAIChatAdapter(HTTPAdapter):
         prompt_details = opt_dict(u.get("prompt_tokens_details"), pid, "usage.details") or {}
         out_details = opt_dict(u.get("completion_tokens_details"), pid, "usage.details") or {}
         cache_read = opt_int(prompt_details.get("cached_tokens"), pid, "usage.cached_tokens")
-        if cache_read is None:
-            cache_read = opt_int(u.get("prompt_cache_hit_tokens"), pid, "usage.cache_hit")
+        # DeepSeek, Mistral and Together name cached prompt tokens their own way.
+        for name in ("prompt_cache_hit_tokens", "num_cached_tokens", "cached_tokens"):
+            if cache_read is not None:
+                break
+            cache_read = opt_int(u.get(name), pid, f"usage.{name}")
         return Usage(
             input_tokens=opt_int(u.get("prompt_tokens"), pid, "usage.prompt_tokens"),
             output_tokens=opt_int(u.get("completion_tokens"), pid, "usage.completion_tokens"),
@@ -279,6 +290,28 @@ class OpenAIChatAdapter(HTTPAdapter):
                 window = meta["n_ctx_train"]
             found.append(DiscoveredModel(pid, model_id, context_window=window, raw=entry))
         return found
+
+
+def _content_list_parts(content: list[Any], pid: str, key: str) -> Iterator[Part]:
+    """Parts of a list-shaped `content` (Mistral: text and thinking chunks)."""
+    for item in content:
+        item = as_dict(item, pid, f"{key}.content[]")
+        kind = item.get("type")
+        if kind == "text":
+            text = as_str(item.get("text"), pid, f"{key}.content[].text")
+            if text:
+                yield TextPart(text)
+        elif kind == "thinking":
+            inner = item.get("thinking")
+            if isinstance(inner, str):
+                if inner:
+                    yield ReasoningPart(inner)
+                continue
+            for sub in as_list(inner, pid, f"{key}.content[].thinking"):
+                sub = as_dict(sub, pid, f"{key}.content[].thinking[]")
+                text = as_str(sub.get("text"), pid, f"{key}.content[].thinking[].text")
+                if text:
+                    yield ReasoningPart(text)
 
 
 def _error_fields(error: Any) -> tuple[str, str | None]:
