@@ -1,0 +1,72 @@
+"""Fake provider HTTP servers, scriptable chunk by chunk and byte by byte, with faults.
+
+A `Script` describes one provider response without naming a protocol; a `Dialect`
+renders it into one wire protocol's frames; `plan` turns the frames into writes, cut at
+the script's read sizes and broken by its fault; and a server carries the plan out —
+`FakeTransport` inside an httpx client, `FakeServer` over a real loopback socket::
+
+    import anyinfer as ai
+    from fakeservers import FakeServer, Script, ScriptUsage, Text
+
+    script = Script(pieces=(Text("Hello"), Text(" world")), usage=ScriptUsage(5, 2))
+    with FakeServer("openai-chat", [script]) as srv:
+        s = ai.ProviderSettings("openai", api_key="sk-test", base_url=srv.base_url)
+        with ai.Client([s]) as client:
+            assert client.generate("hi", target="openai:fake-model").text == "Hello world"
+        srv.assert_all_used()
+"""
+
+from __future__ import annotations
+
+from ._plan import Action, Disconnect, Stall, Write, plan
+from ._script import (
+    Fault,
+    FaultKind,
+    Frame,
+    Piece,
+    Reasoning,
+    Rendered,
+    Script,
+    ScriptUsage,
+    Text,
+    ToolFragment,
+    UsagePlacement,
+)
+from ._server import FakeServer
+from ._source import RecordedRequest, UnexpectedRequestError
+from ._transport import FakeTransport
+from .dialects import (
+    Dialect,
+    OpenAIChatDialect,
+    dialect_names,
+    get_dialect,
+    register_dialect,
+)
+
+__all__ = [
+    "Action",
+    "Dialect",
+    "Disconnect",
+    "FakeServer",
+    "FakeTransport",
+    "Fault",
+    "FaultKind",
+    "Frame",
+    "OpenAIChatDialect",
+    "Piece",
+    "Reasoning",
+    "RecordedRequest",
+    "Rendered",
+    "Script",
+    "ScriptUsage",
+    "Stall",
+    "Text",
+    "ToolFragment",
+    "UnexpectedRequestError",
+    "UsagePlacement",
+    "Write",
+    "dialect_names",
+    "get_dialect",
+    "plan",
+    "register_dialect",
+]

@@ -177,11 +177,22 @@ class Frame:
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
-    """A script rendered by a dialect: status, headers and frames in order."""
+    """A script rendered by a dialect: status, headers and frames in order.
+
+    Attributes:
+        status: The HTTP status.
+        headers: Response headers, in order (framing headers such as
+            `transfer-encoding` are the server's business and left out).
+        frames: The body's frames, in order.
+        malformed: The garbage frame a `malformed` fault inserts into this body, in the
+            dialect's framing; `None` lets `fakeservers.plan` use a generic
+            server-sent-events one.
+    """
 
     status: int
     headers: tuple[tuple[str, str], ...]
     frames: tuple[Frame, ...]
+    malformed: bytes | None = None
 
     @property
     def body(self) -> bytes:

@@ -43,8 +43,6 @@ STREAMED = [i for i in CHAT if i.request.wants_stream and i.response.status < 40
 
 # Recordings the adapter currently reads wrongly. Each test keeps asserting the correct
 # behaviour; the mark comes off when the adapter is fixed (strict: an unexpected pass fails).
-_GROQ_USAGE = "openai_chat.py parts_from_chunk ignores Groq's usage in x_groq.usage"
-_MISTRAL_CACHE = "openai_chat.py usage_from ignores Mistral's usage.num_cached_tokens"
 KNOWN_BUGS: dict[str, str] = {}
 
 
