@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 
 from ._client import AsyncClient, Client
+from ._credentials import CredentialResolver, EnvResolver, KeyringResolver, ResolverChain
 from ._errors import (
     AllTargetsFailedError,
     AnyInferError,
@@ -46,7 +47,7 @@ from ._messages import ContentPart, ImageContent, Message, MessagesInput, Role, 
 from ._redact import register_secret
 from ._registry import ENTRY_POINT_GROUP, ProviderRegistry, default_registry
 from ._request import ReasoningEffort, Sampling, ToolChoice, ToolSpec
-from ._route import Route
+from ._route import Decision, RetryPolicy, Route, default_decision
 from ._settings import ProviderSettings
 from ._stream import AsyncStream, SyncStream
 from ._types import (
@@ -103,7 +104,14 @@ __all__ = [
     "ResolvedTarget",
     "ResponseTooLargeError",
     "Role",
+    "RetryPolicy",
     "Route",
+    "ResolverChain",
+    "CredentialResolver",
+    "EnvResolver",
+    "KeyringResolver",
+    "Decision",
+    "default_decision",
     "Sampling",
     "SchemaViolationError",
     "StreamEnded",
@@ -126,6 +134,7 @@ __all__ = [
     "default_registry",
     "register_secret",
 ]
+
 
 def _publish() -> None:
     # Reprs, tracebacks and docs say `anyinfer.Generation`, not a private module path.

@@ -9,8 +9,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ._errors import AllTargetsFailedError, AnyInferError, ConfigError
-from ._events import AttemptFailed, StreamEnded, StreamEvent
+from ._credentials import ResolverChain
+from ._errors import (
+    AllTargetsFailedError,
+    AnyInferError,
+    ConfigError,
+    ContentFilterError,
+    ContextWindowError,
+)
+from ._events import AttemptFailed, StreamEnded, StreamEvent, TimingMark
+from ._health import Breakers
 from ._messages import MessagesInput, normalize_messages
 from ._redact import register_secret
 from ._request import GenerationRequest, ReasoningEffort, Sampling, ToolChoice, ToolSpec
@@ -34,9 +42,11 @@ class AsyncClient:
             when resolving catalog aliases.
         registry: Provider registry; defaults to the process-wide one.
         catalog: Alias catalog (arrives with the knowledge layer; stored as given).
-        route: Default route applied when a call names no target.
+        route: Default route applied when a call names no target; a call's bare
+            target list inherits its retry, breaker and redirect policies.
         observers: Telemetry observers (arrive with the knowledge layer).
-        resolver: Credential resolver chain (arrives with routing and credentials).
+        resolver: Credential resolver chain for `api_key` references; defaults to
+            `env://` and `credential://system/`.
         retain_raw: Keep the provider's raw payload on results. Off by default because
             raw payloads carry response text that payload-free telemetry deliberately
             omits.
@@ -62,7 +72,7 @@ class AsyncClient:
         catalog: Any | None = None,
         route: Route | None = None,
         observers: Sequence[Any] | None = None,
-        resolver: Any | None = None,
+        resolver: ResolverChain | None = None,
         retain_raw: bool = False,
         repair: Any | None = None,
         use_default_catalog: bool = True,
@@ -87,7 +97,11 @@ class AsyncClient:
                 )
             self._settings[s.instance_id] = s
         self._adapters: dict[str, Adapter] = {}
+        if route is not None and not isinstance(route, Route):
+            raise ConfigError(f"route must be a Route, got {type(route).__name__}")
         self._route = route
+        self._resolver = resolver if resolver is not None else ResolverChain()
+        self._breakers = Breakers()
         self._retain_raw = retain_raw
         self._catalog = catalog
         self._closed = False
@@ -168,7 +182,7 @@ class AsyncClient:
             raise ConfigError("this client is closed")
         settings = self._settings_for(instance)
         cls = self._registry.adapter_class(settings.provider_id)
-        resolved, key = settings.with_resolved_key()
+        resolved, key = settings.with_resolved_key(self._resolver)
         if key is None and cls.api_key_env:
             env_key = os.environ.get(cls.api_key_env)
             if env_key:
@@ -196,21 +210,18 @@ class AsyncClient:
 
     # --- generation ----------------------------------------------------------------
 
-    def _targets(
+    def _route_for(
         self, target: Target | None, route: Route | Target | Sequence[Target] | None
-    ) -> tuple[ResolvedTarget, ...]:
+    ) -> Route:
         if target is not None and route is not None:
             raise ConfigError("pass target= or route=, not both")
-        chosen: Route | None
         if target is not None:
-            chosen = Route(target)
-        elif route is not None:
-            chosen = Route.coerce(route)
-        else:
-            chosen = self._route
-        if chosen is None:
+            return Route.coerce(target, like=self._route)
+        if route is not None:
+            return Route.coerce(route, like=self._route)
+        if self._route is None:
             raise ConfigError("no target: pass target= or route=, or give the client a route")
-        return tuple(self.resolve(t) for t in chosen.targets)
+        return self._route
 
     def stream(
         self,
@@ -297,7 +308,9 @@ class AsyncClient:
         if schema is not None or repair is not None:
             raise ConfigError("structured output (schema=, repair=) is not available yet")
         msgs = normalize_messages(messages)
-        targets = self._targets(target, route)
+        chosen = self._route_for(target, route)
+        targets = tuple(self.resolve(t) for t in chosen.targets)
+        redirects = tuple(self.resolve(t) for t in chosen.content_policy_targets)
         tool_specs = tuple(tools)
         for t in tool_specs:
             if not isinstance(t, ToolSpec):
@@ -323,66 +336,119 @@ class AsyncClient:
             timeout_s=timeout_s,
             max_response_bytes=max_response_bytes,
         )
-        return self._run(targets, base, provider_options or {})
+        return self._run(chosen, targets, redirects, base, provider_options or {})
 
     async def _run(
         self,
+        route: Route,
         targets: tuple[ResolvedTarget, ...],
+        redirects: tuple[ResolvedTarget, ...],
         base: GenerationRequest,
         provider_options: Mapping[str, Mapping[str, Any]],
     ) -> AsyncIterator[StreamEvent]:
+        """The router: attempts, retries, fallbacks, breaker skips and redirects."""
+        import asyncio
         from contextlib import aclosing
 
         from ._core import AttemptRun
 
         attempts: list[AttemptRecord] = []
-        for target in targets:
+        queue = list(targets)
+        redirected = False
+        threshold, cooldown = route.breaker_threshold, route.breaker_cooldown_s
+        breakers = self._breakers
+        while queue:
+            target = queue.pop(0)
+            key = str(target)
+            if not breakers.allow(key, threshold, cooldown):
+                attempts.append(AttemptRecord(target, "skipped_unhealthy"))
+                continue
             options = provider_options.get(target.provider) or provider_options.get(
                 target.provider_id, {}
             )
             request = replace(base, model=target.model, provider_options=dict(options))
-            try:
-                adapter = self._adapter(target.provider)
-            except AnyInferError as exc:
-                record = AttemptRecord(target, "failed", exc.to_info())
-                attempts.append(record)
-                yield AttemptFailed(record)
-                continue
-            run = AttemptRun(adapter.generate(request), target, streamed=request.stream)
-            try:
-                async with aclosing(run.events()) as events:
-                    async for event in events:
-                        yield event
-            except AnyInferError as exc:
-                record = AttemptRecord(target, "failed", exc.to_info(), run.timing())
-                attempts.append(record)
-                if run.had_content:
-                    # Content was shown: no fallback. Usage already went out as events.
-                    exc.attempts = tuple(attempts)  # type: ignore[attr-defined]
+            retry = 0
+            while True:
+                run: AttemptRun | None = None
+                try:
+                    try:
+                        adapter = self._adapter(target.provider)
+                    except AnyInferError:
+                        yield TimingMark("attempt_start", 0.0)
+                        raise
+                    run = AttemptRun(adapter.generate(request), target, streamed=request.stream)
+                    async with aclosing(run.events()) as events:
+                        async for event in events:
+                            yield event
+                except AnyInferError as exc:
+                    timing = run.timing() if run is not None else None
+                    decision = route.decide(exc)
+                    if _counts_against_health(exc, decision):
+                        breakers.failure(key, threshold)
+                    else:
+                        breakers.release(key)
+                    if run is not None and run.had_content:
+                        # Content was shown: no retry, no fallback. Usage already went
+                        # out as events before this exception (failure-path flush).
+                        attempts.append(AttemptRecord(target, "failed", exc.to_info(), timing))
+                        exc.attempts = tuple(attempts)
+                        raise
+                    delay = None
+                    if decision == "retry" and retry < route.retry.max_retries:
+                        delay = route.retry.delay(retry + 1, exc)
+                    if delay is not None:
+                        record = AttemptRecord(target, "retried", exc.to_info(), timing)
+                        attempts.append(record)
+                        yield AttemptFailed(record)
+                        retry += 1
+                        await asyncio.sleep(delay)
+                        if not breakers.allow(key, threshold, cooldown):
+                            break
+                        continue
+                    record = AttemptRecord(target, "failed", exc.to_info(), timing)
+                    attempts.append(record)
+                    yield AttemptFailed(record)
+                    if decision == "raise":
+                        exc.attempts = tuple(attempts)
+                        raise
+                    if isinstance(exc, ContentFilterError) and redirects and not redirected:
+                        queue, redirected = list(redirects), True
+                    break
+                except BaseException:
+                    breakers.release(key)  # cancelled: no verdict on the target's health
                     raise
-                yield AttemptFailed(record)
-                continue
-            outcome = run.outcome
-            assert outcome is not None
-            attempts.append(AttemptRecord(target, "ok", None, outcome.timing))
-            yield StreamEnded(
-                Generation(
-                    text=outcome.text,
-                    structured=None,
-                    tool_calls=outcome.tool_calls,
-                    target=target,
-                    finish_reason=outcome.finish_reason,
-                    usage=outcome.usage,
-                    timing=outcome.timing,
-                    attempts=tuple(attempts),
-                    warnings=outcome.warnings,
-                    raw=outcome.raw,
-                    reasoning=outcome.reasoning,
+                breakers.success(key)
+                outcome = run.outcome
+                assert outcome is not None
+                if outcome.finish_reason == "content_filter" and redirects and not redirected:
+                    attempts.append(AttemptRecord(target, "redirected", None, outcome.timing))
+                    queue, redirected = list(redirects), True
+                    break
+                attempts.append(AttemptRecord(target, "ok", None, outcome.timing))
+                yield StreamEnded(
+                    Generation(
+                        text=outcome.text,
+                        structured=None,
+                        tool_calls=outcome.tool_calls,
+                        target=target,
+                        finish_reason=outcome.finish_reason,
+                        usage=outcome.usage,
+                        timing=outcome.timing,
+                        attempts=tuple(attempts),
+                        warnings=outcome.warnings,
+                        raw=outcome.raw,
+                        reasoning=outcome.reasoning,
+                    )
                 )
-            )
-            return
-        last = attempts[-1].error if attempts else None
-        detail = f": last error {last.type_name}: {last.detail}" if last else ""
+                return
+        tried = [a for a in attempts if a.error is not None]
+        last = tried[-1].error if tried else None
+        if last is not None:
+            detail = f": last error {last.type_name}: {last.detail}"
+        elif attempts:
+            detail = ": every target was skipped as unhealthy"
+        else:
+            detail = ""
         raise AllTargetsFailedError(
             f"all {len(targets)} target(s) failed{detail}", attempts=attempts
         )
@@ -512,3 +578,10 @@ class Client:
             raise ConfigError("this client is closed")
         source = self._async.stream(messages, **kwargs)
         return SyncStream(self._loop, lambda: source)
+
+
+def _counts_against_health(error: AnyInferError, decision: str) -> bool:
+    """Whether a failure says something about the target rather than the request."""
+    if decision == "raise" or isinstance(error, ContextWindowError | ContentFilterError):
+        return False
+    return not isinstance(error, ConfigError)

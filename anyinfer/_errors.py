@@ -67,6 +67,7 @@ class AnyInferError(Exception):
             `stream`, `validate` or `cleanup`.
         retryable: Whether retrying the identical request could plausibly succeed.
         http_status: Status code, for failures that came from an HTTP response.
+        attempts: The routing trail up to this error, when it ended a request.
     """
 
     default_phase = "generate"
@@ -87,6 +88,7 @@ class AnyInferError(Exception):
         self.phase = phase or self.default_phase
         self.retryable = self.default_retryable if retryable is None else retryable
         self.http_status = http_status
+        self.attempts: tuple[AttemptRecord, ...] = ()
 
     @property
     def message(self) -> str:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ._credentials import ResolverChain
 from ._errors import ConfigError
-from ._redact import MASK, register_secret
+from ._redact import MASK
 
-__all__ = ["ProviderSettings", "resolve_credential"]
+__all__ = ["ProviderSettings"]
 
 
 @dataclass(frozen=True)
@@ -95,67 +95,17 @@ class ProviderSettings:
             alias = alias.strip().lower()
         return cls(provider_id=pid, alias=alias, **kwargs)
 
-    def with_resolved_key(self) -> tuple[ProviderSettings, str | None]:
+    def with_resolved_key(
+        self, chain: ResolverChain | None = None
+    ) -> tuple[ProviderSettings, str | None]:
         """Resolve `api_key` and register it for redaction.
+
+        Args:
+            chain: The resolver chain; defaults to environment and system keyring.
 
         Returns:
             A copy of these settings with the key replaced by its resolved value, and the
             value itself.
         """
-        key = resolve_credential(self.api_key, provider=self.instance_id)
+        key = (chain or ResolverChain()).resolve(self.api_key, provider=self.instance_id)
         return replace(self, api_key=key), key
-
-
-def resolve_credential(value: str | None, *, provider: str | None = None) -> str | None:
-    """Resolve a credential literal or reference, registering the result as a secret.
-
-    Args:
-        value: A literal, `env://NAME`, or `credential://system/NAME`.
-        provider: The provider instance, for error context.
-
-    Returns:
-        The secret, or `None` when no credential was configured.
-
-    Raises:
-        ConfigError: If the reference cannot be resolved.
-    """
-    if value is None:
-        return None
-    if value.startswith("env://"):
-        name = value[len("env://") :]
-        secret = os.environ.get(name)
-        if not secret:
-            raise ConfigError(
-                f"api_key refers to environment variable {name!r}, which is not set",
-                provider=provider,
-            )
-    elif value.startswith("credential://"):
-        secret = _from_keyring(value, provider)
-    else:
-        secret = value
-    register_secret(secret)
-    return secret
-
-
-def _from_keyring(reference: str, provider: str | None) -> str:
-    rest = reference[len("credential://") :]
-    service, _, name = rest.partition("/")
-    if service != "system" or not name:
-        raise ConfigError(
-            f"credential reference {reference!r} must look like credential://system/NAME",
-            provider=provider,
-        )
-    try:
-        import keyring  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        raise ConfigError(
-            "credential://system/... needs the system keyring: pip install keyring",
-            provider=provider,
-        ) from None
-    secret = keyring.get_password("anyinfer", name)
-    if not secret:
-        raise ConfigError(
-            f"no credential named {name!r} in the system keyring (service 'anyinfer')",
-            provider=provider,
-        )
-    return str(secret)

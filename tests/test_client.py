@@ -93,7 +93,10 @@ def test_fallback_before_content_emits_attempt_failed() -> None:
         client = ai.AsyncClient(
             [settings("bad", handler_for(b"", status=500)), settings("good", handler_for(GOOD))]
         )
-        async with client, client.stream("hi", route=["bad:m", "good:m"]) as stream:
+        route = ai.Route(
+            ["bad:m", "good:m"], retry=ai.RetryPolicy(max_retries=1, backoff_base_s=0.001)
+        )
+        async with client, client.stream("hi", route=route) as stream:
             events = [ev async for ev in stream]
         return stream.result, events
 
@@ -102,8 +105,9 @@ def test_fallback_before_content_emits_attempt_failed() -> None:
     assert isinstance(events[1], ai.AttemptFailed)
     assert events[1].record.error is not None and events[1].record.error.http_status == 500
     assert isinstance(events[2], ai.TimingMark) and events[2].name == "attempt_start"
+    assert isinstance(events[3], ai.AttemptFailed)
     assert result.target == ai.ResolvedTarget("good", "m", "openai")
-    assert [a.outcome for a in result.attempts] == ["failed", "ok"]
+    assert [a.outcome for a in result.attempts] == ["retried", "failed", "ok"]
 
 
 def test_all_targets_failed_carries_trail() -> None:

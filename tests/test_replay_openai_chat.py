@@ -278,18 +278,20 @@ def replay(item: Interaction, *, chunk_size: int | None = None) -> Replay:
         "openai", api_key="sk-replay", base_url=_base_url(item), transport=transport
     )
     events: list[Any] = []
+    # One recorded exchange, one request: no retries, the adapter alone is under test.
+    route = ai.Route(f"openai:{model}", retry=ai.RetryPolicy(max_retries=0))
 
     async def run() -> Replay:
         result = error = None
         async with ai.AsyncClient([settings]) as client:
             try:
                 if item.request.wants_stream:
-                    async with client.stream("Hi", target=f"openai:{model}") as st:
+                    async with client.stream("Hi", route=route) as st:
                         async for event in st:
                             events.append(event)
                     result = st.result
                 else:
-                    result = await client.generate("Hi", target=f"openai:{model}")
+                    result = await client.generate("Hi", route=route)
             except ai.AnyInferError as exc:
                 error = exc
         transport.assert_all_used()

@@ -194,7 +194,9 @@ class OpenAIChatAdapter(HTTPAdapter):
             if usage:  # flush what the failing frame still reports before failing
                 yield UsagePart(self.usage_from(usage))
             message, code = _error_fields(error)
-            raise self.error_from_parts(None, message, code, phase="stream")
+            # Gateways (OpenRouter, Groq) put the upstream HTTP status in the frame.
+            status = int(code) if code is not None and code.isdigit() else None
+            raise self.error_from_parts(status, message, code, phase="stream")
         for choice in as_list(chunk.get("choices"), pid, "choices"):
             choice = as_dict(choice, pid, "choices[]")
             if choice.get("index", 0) != 0:
