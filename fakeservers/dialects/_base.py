@@ -1,0 +1,266 @@
+"""The dialect contract and the process-wide dialect registry.
+
+A dialect knows one wire protocol: it renders a `Script` into that protocol's frames
+(streamed or whole), renders error responses in the protocol's error-body shape, and
+recognises the protocol's endpoints so a fake server can route requests. The fake
+servers (`FakeTransport`, `FakeServer`) are protocol-agnostic; everything they know about
+a protocol comes from here.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .._script import Fault, Frame, Rendered, Script
+
+__all__ = [
+    "Dialect",
+    "dialect_names",
+    "get_dialect",
+    "json_bytes",
+    "register_dialect",
+    "resolve_dialect",
+]
+
+SSE_MALFORMED = b"data: {not json\n\n"
+"""A server-sent event framed correctly whose payload is not JSON."""
+
+SSE_KEEPALIVE = b": keep-alive\n\n"
+"""A server-sent-events comment line, as servers send to keep a connection warm."""
+
+
+def json_bytes(payload: Any) -> bytes:
+    """Serialize `payload` the way providers do: compact JSON, raw UTF-8.
+
+    Non-ASCII characters stay multi-byte UTF-8 on the wire (not `\\u` escapes), so a
+    read split can fall inside one.
+    """
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+class Dialect(ABC):
+    """One wire protocol, as a fake server speaks it.
+
+    Subclasses set the class attributes and implement `render`, `render_error` and
+    `is_generation`; the other methods have defaults that fit JSON-over-HTTP protocols
+    that stream server-sent events.
+
+    Attributes:
+        name: Registry name, e.g. `"openai-chat"`.
+        base_path: What follows the host in a client's `base_url`, e.g. `"/v1"`.
+        content_type: The `content-type` of streamed responses.
+    """
+
+    name: str = ""
+    base_path: str = ""
+    content_type: str = "text/event-stream"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+    # --- rendering -----------------------------------------------------------------
+
+    @abstractmethod
+    def render(self, script: Script, *, stream: bool) -> Rendered:
+        """Render a script as this protocol's successful response.
+
+        Args:
+            script: What the provider sends. Its `fault` is ignored here (see
+                `fakeservers.plan` and `render_error`).
+            stream: `True` for the streamed body, one `Frame` per protocol frame, with
+                keep-alive frames inserted before the indices in `script.keepalives` and
+                the sentinel frame left out when `script.sentinel` is false. `False` for
+                the non-streaming response: one frame carrying everything.
+
+        Returns:
+            The rendered response.
+        """
+
+    @abstractmethod
+    def render_error(self, fault: Fault) -> Rendered:
+        """Render an HTTP error response in this protocol's error-body shape.
+
+        Args:
+            fault: A `status` fault: its status, message, code and `retry_after`
+                (sent as a `Retry-After` header when set).
+
+        Returns:
+            The rendered error response (one frame).
+        """
+
+    def malformed_frame(self) -> bytes:
+        """A frame framed correctly whose payload is garbage.
+
+        Returns:
+            The frame's bytes; by default a server-sent event whose data is not JSON.
+        """
+        return SSE_MALFORMED
+
+    def malformed_body(self) -> bytes:
+        """Garbage for a non-streaming body: bytes that make the JSON body invalid."""
+        return b"{not json"
+
+    def keepalive_frame(self) -> bytes:
+        """A keep-alive/comment frame; by default a server-sent-events comment."""
+        return SSE_KEEPALIVE
+
+    def models_response(self, models: Sequence[str]) -> Rendered:
+        """The answer to a model-listing request.
+
+        Args:
+            models: Model names to list.
+
+        Returns:
+            A 200 response with `{"object": "list", "data": [{"id": ...}, ...]}`.
+        """
+        payload = {
+            "object": "list",
+            "data": [{"id": m, "object": "model", "owned_by": "fakeservers"} for m in models],
+        }
+        return Rendered(
+            200,
+            (("content-type", "application/json"),),
+            (Frame(json_bytes(payload), sentinel=True),),
+        )
+
+    # --- routing -------------------------------------------------------------------
+
+    @abstractmethod
+    def is_generation(self, method: str, path: str) -> bool:
+        """Whether a request is a generation request of this protocol.
+
+        Args:
+            method: HTTP method, upper case.
+            path: URL path, without the query string.
+        """
+
+    def is_models(self, method: str, path: str) -> bool:
+        """Whether a request lists models; by default `GET …/models`.
+
+        Args:
+            method: HTTP method, upper case.
+            path: URL path, without the query string.
+        """
+        return method == "GET" and path.rstrip("/").endswith("/models")
+
+    def wants_stream(self, request_json: Any) -> bool:
+        """Whether a generation request body asks for a streamed response.
+
+        Args:
+            request_json: The parsed request body, or `None`.
+
+        Returns:
+            By default, whether the body has `"stream": true`.
+        """
+        return isinstance(request_json, dict) and request_json.get("stream") is True
+
+    def request_wants_stream(self, method: str, path: str, request_json: Any) -> bool:
+        """Whether a generation request asks for a stream, seeing the whole request.
+
+        The servers call this. Protocols that choose streaming by endpoint rather than
+        by body field override it; the default asks `wants_stream`.
+
+        Args:
+            method: HTTP method, upper case.
+            path: URL path, without the query string.
+            request_json: The parsed request body, or `None`.
+        """
+        return self.wants_stream(request_json)
+
+    # --- helpers for subclasses ----------------------------------------------------
+
+    def with_keepalives(self, frames: Sequence[Frame], before: Iterable[int]) -> tuple[Frame, ...]:
+        """Insert keep-alive frames before the given frame indices.
+
+        Args:
+            frames: The content frames, sentinel included.
+            before: Indices into `frames`; each inserts one keep-alive frame before that
+                frame. Indices are clamped to `[0, len(frames)]`, so an index past the
+                end sends the keep-alive after the last frame.
+
+        Returns:
+            The frames with keep-alive frames inserted.
+        """
+        counts = [0] * (len(frames) + 1)
+        for index in before:
+            counts[max(0, min(index, len(frames)))] += 1
+        out: list[Frame] = []
+        keepalive = Frame(self.keepalive_frame(), keepalive=True)
+        for i, frame in enumerate(frames):
+            out.extend([keepalive] * counts[i])
+            out.append(frame)
+        out.extend([keepalive] * counts[len(frames)])
+        return tuple(out)
+
+
+# --- registry ----------------------------------------------------------------------
+
+_REGISTRY: dict[str, Dialect] = {}
+_LOCK = threading.Lock()
+
+
+def register_dialect(dialect: Dialect, *, replace: bool = False) -> Dialect:
+    """Register a dialect under its `name`.
+
+    Registering again under a taken name replaces the entry when the new dialect is of
+    the same class (so repeated plugin setup is harmless); a different class needs
+    `replace=True`.
+
+    Args:
+        dialect: The dialect instance.
+        replace: Replace a dialect of another class registered under the same name.
+
+    Returns:
+        The dialect, for chaining.
+
+    Raises:
+        TypeError: If `dialect` is not a `Dialect` instance.
+        ValueError: If it has no name, or the name is taken by another class.
+    """
+    if not isinstance(dialect, Dialect):
+        raise TypeError(f"register_dialect() takes a Dialect instance, got {dialect!r}")
+    name = dialect.name
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{type(dialect).__name__} has no name")
+    with _LOCK:
+        existing = _REGISTRY.get(name)
+        if existing is not None and type(existing) is not type(dialect) and not replace:
+            raise ValueError(
+                f"dialect {name!r} is already registered by {type(existing).__name__}; "
+                "pass replace=True to replace it"
+            )
+        _REGISTRY[name] = dialect
+    return dialect
+
+
+def get_dialect(name: str) -> Dialect:
+    """The dialect registered under `name`.
+
+    Raises:
+        KeyError: If no dialect has that name (the message lists the known ones).
+    """
+    with _LOCK:
+        dialect = _REGISTRY.get(name)
+        known = sorted(_REGISTRY)
+    if dialect is None:
+        raise KeyError(f"unknown dialect {name!r}; registered: {', '.join(known) or 'none'}")
+    return dialect
+
+
+def dialect_names() -> tuple[str, ...]:
+    """Names of all registered dialects, sorted."""
+    with _LOCK:
+        return tuple(sorted(_REGISTRY))
+
+
+def resolve_dialect(dialect: Dialect | str) -> Dialect:
+    """A dialect given as an instance or as a registered name."""
+    if isinstance(dialect, Dialect):
+        return dialect
+    if isinstance(dialect, str):
+        return get_dialect(dialect)
+    raise TypeError(f"expected a Dialect or a dialect name, got {dialect!r}")
