@@ -22,6 +22,9 @@ AdapterFactory = Callable[..., "Adapter"]
 # Built-in adapters, imported only when first used so `import anyinfer` stays fast.
 _BUILTINS: dict[str, tuple[str, tuple[str, ...]]] = {
     "openai": ("anyinfer._providers.openai_chat:OpenAIChatAdapter", ()),
+    "openai-responses": ("anyinfer._providers.openai_responses:OpenAIResponsesAdapter", ()),
+    "anthropic": ("anyinfer._providers.anthropic:AnthropicAdapter", ("claude",)),
+    "ollama": ("anyinfer._providers.ollama:OllamaAdapter", ()),
 }
 
 
