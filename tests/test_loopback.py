@@ -54,9 +54,7 @@ def test_disconnect_after_usage_raises_with_usage_seen_first() -> None:
     )
     frames = get_dialect("openai-chat").render(base, stream=True).frames
     after_usage = next(i for i, f in enumerate(frames) if f.usage) + 1
-    script = replace(
-        base, pieces=(*base.pieces, Text("never")), fault=Fault("disconnect", at=after_usage)
-    )
+    script = replace(base, fault=Fault("disconnect", at=after_usage))
     seen: list[ai.StreamEvent] = []
 
     async def go(srv: FakeServer) -> None:
