@@ -1,1 +1,372 @@
-"""Placeholder until the conformance plugin lands."""
+"""The pytest plugin: `pytest --anyinfer-conformance`.
+
+Registered through the `pytest11` entry point, so installing `anyinfer` is enough. It is
+inert unless asked: importing it imports nothing heavy, it collects nothing, and it
+changes nothing about a test run without `--anyinfer-conformance` (or the
+`anyinfer_conformance = true` ini setting). It does offer its fixtures
+(`anyinfer_fake_transport`, `anyinfer_fake_server`, ...) to any test that asks for them.
+
+With the flag, the run collects only the conformance suite — for every registered
+adapter, or the ones named with `--anyinfer-adapter` — instead of the project's own
+tests, and ends with an adapter x guarantee matrix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+    from fakeservers import FakeServer, FakeTransport, Script
+
+    from .registry import AdapterEntry, ConformanceRegistry
+    from .runner import Harness, ServerFactory, TransportFactory
+
+__all__ = [
+    "INI_ADAPTERS",
+    "INI_CONFORMANCE",
+    "INI_EXAMPLES",
+    "MARKER",
+    "OPTION_ADAPTER",
+    "OPTION_CONFORMANCE",
+    "OPTION_EXAMPLES",
+    "SUITE_NODEID",
+]
+
+OPTION_CONFORMANCE = "--anyinfer-conformance"
+"""Run the conformance suite instead of the project's tests."""
+OPTION_ADAPTER = "--anyinfer-adapter"
+"""Select an adapter by provider id (repeatable); default: every registered adapter."""
+OPTION_EXAMPLES = "--anyinfer-examples"
+"""Hypothesis examples per property."""
+INI_CONFORMANCE = "anyinfer_conformance"
+INI_ADAPTERS = "anyinfer_adapters"
+INI_EXAMPLES = "anyinfer_examples"
+MARKER = "anyinfer_conformance"
+"""Marker on suite tests: `anyinfer_conformance(covers=(guarantee, ...))`."""
+SUITE_NODEID = "anyinfer-conformance"
+"""Node id prefix of every conformance item."""
+
+_SUITE_PATH = Path(__file__).with_name("_suite.py")
+
+
+@dataclass(slots=True)
+class _State:
+    """Per-session state of an enabled conformance run."""
+
+    selected: list[str]
+    examples_option: int | None
+    registry: ConformanceRegistry | None = None
+    entries: list[AdapterEntry] = field(default_factory=list)
+    # (adapter, guarantee) -> "ok" | "FAIL" | "error"
+    cells: dict[tuple[str, str], str] = field(default_factory=dict)
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+# --- options -------------------------------------------------------------------------
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Add the `pytest_anyinfer_configure` hook specification."""
+    from . import hooks
+
+    pluginmanager.add_hookspecs(hooks)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add the `anyinfer` option group and its ini equivalents."""
+    group = parser.getgroup("anyinfer", "AnyInfer adapter conformance")
+    group.addoption(
+        OPTION_CONFORMANCE,
+        action="store_true",
+        default=None,
+        dest="anyinfer_conformance",
+        help="run the AnyInfer conformance suite for the registered adapters "
+        "(instead of this project's tests)",
+    )
+    group.addoption(
+        OPTION_ADAPTER,
+        action="append",
+        default=[],
+        dest="anyinfer_adapters",
+        metavar="NAME",
+        help="only check this adapter (provider id); repeatable",
+    )
+    group.addoption(
+        OPTION_EXAMPLES,
+        type=int,
+        default=None,
+        dest="anyinfer_examples",
+        metavar="N",
+        help="Hypothesis examples per conformance property (default: the active "
+        "Hypothesis profile's max_examples)",
+    )
+    parser.addini(INI_CONFORMANCE, "run the AnyInfer conformance suite", type="bool", default=False)
+    parser.addini(INI_ADAPTERS, "conformance adapters to check (provider ids)", type="args")
+    parser.addini(INI_EXAMPLES, "Hypothesis examples per conformance property", default="")
+
+
+def _enabled(config: pytest.Config) -> bool:
+    flag = config.getoption("anyinfer_conformance")
+    if flag is not None:
+        return bool(flag)
+    return bool(config.getini(INI_CONFORMANCE))
+
+
+def _examples_option(config: pytest.Config) -> int | None:
+    value: Any = config.getoption("anyinfer_examples")
+    source = OPTION_EXAMPLES
+    if value is None:
+        raw = str(config.getini(INI_EXAMPLES)).strip()
+        if not raw:
+            return None
+        source = INI_EXAMPLES
+        try:
+            value = int(raw)
+        except ValueError:
+            raise pytest.UsageError(f"{source} must be a positive integer, got {raw!r}") from None
+    if value < 1:
+        raise pytest.UsageError(f"{source} must be a positive integer, got {value}")
+    return int(value)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker; remember the options when the suite is asked for."""
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(covers): a conformance suite test and the guarantees it checks",
+    )
+    if not _enabled(config):
+        return
+    selected = list(config.getoption("anyinfer_adapters") or []) or list(
+        config.getini(INI_ADAPTERS) or []
+    )
+    config.stash[_STATE] = _State(selected=selected, examples_option=_examples_option(config))
+
+
+# --- collection ----------------------------------------------------------------------
+
+
+def _build_registry(config: pytest.Config) -> ConformanceRegistry:
+    from .registry import RegistryError, build_registry
+
+    try:
+        return build_registry(lambda reg: config.hook.pytest_anyinfer_configure(registry=reg))
+    except RegistryError as exc:
+        raise pytest.UsageError(f"anyinfer conformance: {exc}") from exc
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> bool | None:
+    """In conformance mode, collect the conformance suite and nothing else."""
+    state = session.config.stash.get(_STATE, None)
+    if state is None:
+        return None
+    from .registry import RegistryError
+
+    registry = _build_registry(session.config)
+    try:
+        entries = registry.select(state.selected)
+    except RegistryError as exc:
+        raise pytest.UsageError(f"anyinfer conformance: {exc}") from exc
+    state.registry, state.entries = registry, entries
+
+    module = pytest.Module.from_parent(session, path=_SUITE_PATH, nodeid=SUITE_NODEID)
+    items = list(session.genitems(module))
+    session.items = items
+    hook = session.config.hook
+    hook.pytest_collection_modifyitems(session=session, config=session.config, items=items)
+    hook.pytest_collection_finish(session=session)
+    session.testscollected = len(items)
+    return True
+
+
+def adapter_entries(config: pytest.Config) -> list[AdapterEntry]:
+    """The adapters a conformance run checks (used by the suite's parametrization)."""
+    state = config.stash.get(_STATE, None)
+    return list(state.entries) if state is not None else []
+
+
+# --- fixtures ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def anyinfer_conformance_registry(pytestconfig: pytest.Config) -> ConformanceRegistry:
+    """Registered adapters and dialects (built from every source, hooks included)."""
+    state = pytestconfig.stash.get(_STATE, None)
+    if state is not None and state.registry is not None:
+        return state.registry
+    return _build_registry(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def anyinfer_examples(pytestconfig: pytest.Config) -> int:
+    """Hypothesis examples per transport property.
+
+    `--anyinfer-examples`, else the `anyinfer_examples` ini value, else the active
+    Hypothesis profile's `max_examples`.
+    """
+    state = pytestconfig.stash.get(_STATE, None)
+    chosen = state.examples_option if state is not None else _examples_option(pytestconfig)
+    if chosen is not None:
+        return chosen
+    from hypothesis import settings
+
+    return max(1, settings().max_examples)
+
+
+@pytest.fixture
+def anyinfer_scripts(anyinfer_adapter: AdapterEntry) -> SearchStrategy[Script]:
+    """The scripts the properties draw (override to narrow them for an adapter)."""
+    from .strategies import scripts
+
+    return scripts()
+
+
+@pytest.fixture(scope="session")
+def anyinfer_fake_transport() -> TransportFactory:
+    """Factory `(dialect, scripts) -> fakeservers.FakeTransport` (strict)."""
+    from fakeservers import FakeTransport
+
+    def make(dialect: Any, scripts: Any) -> FakeTransport:
+        return FakeTransport(dialect, scripts)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def anyinfer_fake_server() -> ServerFactory:
+    """Factory `(dialect, scripts) -> fakeservers.FakeServer` (not yet started).
+
+    Use the server as a context manager: `with anyinfer_fake_server("openai-chat",
+    [script]) as srv: ... srv.base_url ...`.
+    """
+    from fakeservers import FakeServer
+
+    def make(dialect: Any, scripts: Any) -> FakeServer:
+        return FakeServer(dialect, scripts)
+
+    return make
+
+
+@pytest.fixture
+def anyinfer_harness(
+    anyinfer_conformance_registry: ConformanceRegistry,
+    anyinfer_adapter: AdapterEntry,
+    anyinfer_fake_transport: TransportFactory,
+    anyinfer_fake_server: ServerFactory,
+) -> Harness:
+    """A `conformance.runner.Harness` for the adapter under test."""
+    from .runner import Harness
+
+    return Harness(
+        anyinfer_conformance_registry,
+        anyinfer_adapter,
+        transport_factory=anyinfer_fake_transport,
+        server_factory=anyinfer_fake_server,
+    )
+
+
+# --- reporting -----------------------------------------------------------------------
+
+
+def _failures(exc: BaseException) -> list[Any]:
+    """The `ConformanceFailure`s in `exc` (itself, or inside an exception group)."""
+    from .runner import ConformanceFailure
+
+    if isinstance(exc, ConformanceFailure):
+        return [exc]
+    if isinstance(exc, BaseExceptionGroup):
+        found: list[Any] = []
+        for inner in exc.exceptions:
+            more = _failures(inner)
+            if not more:
+                return []  # something else went wrong too: keep pytest's own report
+            found += more
+        return found
+    return []
+
+
+def _covers(item: pytest.Item) -> tuple[str, ...]:
+    marker = item.get_closest_marker(MARKER)
+    if marker is None:
+        return ()
+    covers = marker.kwargs.get("covers", ())
+    return tuple(covers)
+
+
+def _adapter_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    entry = callspec.params.get("anyinfer_adapter") if callspec is not None else None
+    return getattr(entry, "name", None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Record matrix cells and replace tracebacks with the conformance report."""
+    report = yield
+    state = item.config.stash.get(_STATE, None)
+    if state is None or not item.nodeid.startswith(SUITE_NODEID):
+        return report
+    adapter = _adapter_of(item)
+    covers = _covers(item)
+    if adapter is None:
+        return report
+    failures = _failures(call.excinfo.value) if call.excinfo is not None else []
+    if report.failed:
+        if failures:
+            broken = {g for f in failures for g in f.guarantees}
+            for g in broken:
+                state.cells[(adapter, g)] = "FAIL"
+            lines = [f.report for f in failures]
+            if len(failures) > 1:
+                lines.insert(0, f"{len(failures)} distinct failures:")
+            notes = getattr(call.excinfo.value, "__notes__", None) if call.excinfo else None
+            if notes:
+                lines.append("\n".join(str(n) for n in notes))
+            report.longrepr = "\n\n".join(lines)
+        else:
+            for g in covers:
+                state.cells.setdefault((adapter, g), "error")
+    elif report.when == "call" and report.passed:
+        for g in covers:
+            state.cells.setdefault((adapter, g), "ok")
+    elif report.skipped and report.when in ("setup", "call"):
+        for g in covers:
+            state.cells.setdefault((adapter, g), "skip")
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Print the adapter x guarantee matrix."""
+    state = config.stash.get(_STATE, None)
+    if state is None or not state.entries:
+        return
+    from .checker import GUARANTEES
+
+    adapters = [e.name for e in state.entries]
+    width = max(len(g) for g in GUARANTEES) + 2
+    cols = [max(len(a), 5) + 2 for a in adapters]
+    tr = terminalreporter
+    tr.section("anyinfer conformance: adapter x guarantee")
+    tr.write_line(" " * width + "".join(a.ljust(c) for a, c in zip(adapters, cols)))
+    for g in GUARANTEES:
+        cells = [state.cells.get((a, g), "-") for a in adapters]
+        line = g.ljust(width) + "".join(v.ljust(c) for v, c in zip(cells, cols))
+        tr.write_line(line.rstrip(), red="FAIL" in cells or "error" in cells)
+    dialects = ", ".join(f"{e.name}: {e.dialect}" for e in state.entries)
+    tr.write_line(f"dialects: {dialects}")
+    profile = os.environ.get("HYPOTHESIS_PROFILE", "")
+    if profile:
+        tr.write_line(f"hypothesis profile: {profile}")

@@ -1,4 +1,4 @@
-"""The fault matrix: every fault × streaming/non-streaming × sync/async, over sockets.
+"""The fault matrix: every fault x streaming/non-streaming x sync/async, over sockets.
 
 Each fault has one documented outcome — a retry, a fallback, a redirect, or a typed
 raise — and usage the provider already sent is never lost.
