@@ -194,3 +194,41 @@ def test_close_leaves_no_thread_or_socket() -> None:
         conns = [c for c in proc.net_connections(kind="tcp") if c.raddr and c.raddr.port == port]
         assert conns == []
     assert {t.ident for t in threading.enumerate()} <= threads_before
+
+
+def test_first_byte_and_idle_timeouts_are_told_apart() -> None:
+    import socket as _socket
+
+    listener = _socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    held: list[_socket.socket] = []
+
+    def accept() -> None:
+        try:
+            conn, _ = listener.accept()
+            held.append(conn)  # read nothing, answer nothing
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    s = ai.ProviderSettings("openai", base_url=f"http://127.0.0.1:{port}/v1", timeout_s=0.3)
+    try:
+        with ai.Client([s]) as client, pytest.raises(ai.AllTargetsFailedError) as info:
+            client.generate("hi", route=ai.Route("openai:m", retry=NO_RETRY))
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+        thread.join(1)
+    error = info.value.attempts[0].error
+    assert error is not None and error.type_name == "ProviderTimeoutError"
+    assert "first_byte" in error.detail
+
+    stalled = Script(pieces=(Text("a"), Text("b")), fault=Fault("stall", at=2))
+    with FakeServer("openai-chat", [stalled]) as srv, ai.Client([settings(srv)]) as client:
+        with pytest.raises(ai.ProviderTimeoutError) as idle:
+            client.stream("hi", target="openai:m", timeout_s=0.3).collect()
+    assert idle.value.timeout_kind == "idle"
