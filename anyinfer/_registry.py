@@ -25,6 +25,12 @@ _BUILTINS: dict[str, tuple[str, tuple[str, ...]]] = {
     "openai-responses": ("anyinfer._providers.openai_responses:OpenAIResponsesAdapter", ()),
     "anthropic": ("anyinfer._providers.anthropic:AnthropicAdapter", ("claude",)),
     "ollama": ("anyinfer._providers.ollama:OllamaAdapter", ()),
+    "openai-compat": ("anyinfer._providers.openai_compat:OpenAICompatAdapter", ()),
+    "llama.cpp": ("anyinfer._providers.openai_compat:LlamaCppAdapter", ("llamacpp", "llama-cpp")),
+    "vllm": ("anyinfer._providers.openai_compat:VLLMAdapter", ()),
+    "lmstudio": ("anyinfer._providers.openai_compat:LMStudioAdapter", ("lm-studio",)),
+    "azure-foundry": ("anyinfer._providers.azure:AzureFoundryAdapter", ("azure",)),
+    "gemini": ("anyinfer._providers.gemini:GeminiAdapter", ("google",)),
 }
 
 
