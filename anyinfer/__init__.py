@@ -10,6 +10,7 @@ with ai.Client([ai.ProviderSettings("openai", api_key="env://OPENAI_API_KEY")]) 
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING, Any
 
 from ._client import AsyncClient, Client
 from ._credentials import CredentialResolver, EnvResolver, KeyringResolver, ResolverChain
@@ -68,6 +69,25 @@ from ._types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AcquisitionProgress",
+    "AcquisitionReport",
+    "CatalogView",
+    "Fit",
+    "FitVerdict",
+    "GPU",
+    "HardwareProfile",
+    "HardwareSource",
+    "LocalModel",
+    "ModelStore",
+    "PlannedFile",
+    "Posture",
+    "ProgressSink",
+    "RemovalReport",
+    "ResolvedModel",
+    "StoreEntry",
+    "StoredFile",
+    "Variant",
+    "VariantPrefs",
     "DETAIL_MAX_CHARS",
     "ENTRY_POINT_GROUP",
     "AllTargetsFailedError",
@@ -136,9 +156,60 @@ __all__ = [
 ]
 
 
+# Imported on first use, so `import anyinfer` stays fast.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        ("AcquisitionProgress", "AcquisitionReport", "PlannedFile", "ProgressSink"),
+        "._local.acquire",
+    ),
+    **dict.fromkeys(
+        ("CatalogView", "Fit", "FitVerdict", "LocalModel", "Posture", "Variant", "VariantPrefs"),
+        "._local.catalog",
+    ),
+    **dict.fromkeys(("GPU", "HardwareProfile", "HardwareSource"), "._local.hardware"),
+    **dict.fromkeys(
+        ("ModelStore", "RemovalReport", "ResolvedModel", "StoreEntry", "StoredFile"),
+        "._local.store",
+    ),
+}
+
+if TYPE_CHECKING:
+    from ._local.acquire import AcquisitionProgress, AcquisitionReport, PlannedFile, ProgressSink
+    from ._local.catalog import (
+        CatalogView,
+        Fit,
+        FitVerdict,
+        LocalModel,
+        Posture,
+        Variant,
+        VariantPrefs,
+    )
+    from ._local.hardware import GPU, HardwareProfile, HardwareSource
+    from ._local.store import ModelStore, RemovalReport, ResolvedModel, StoredFile, StoreEntry
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'anyinfer' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    with contextlib.suppress(AttributeError, TypeError):
+        value.__module__ = "anyinfer"
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 def _publish() -> None:
     # Reprs, tracebacks and docs say `anyinfer.Generation`, not a private module path.
     for name in __all__:
+        if name in _LAZY:
+            continue
         obj = globals()[name]
         if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__module__")):
             with contextlib.suppress(AttributeError, TypeError):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._credentials import ResolverChain
 from ._errors import (
@@ -29,9 +29,24 @@ from ._types import AttemptRecord, Generation, ResolvedTarget, Target
 
 if TYPE_CHECKING:
     from ._adapter import Adapter, DiscoveredModel, Health
+    from ._local.acquire import AcquisitionReport, ProgressSink
+    from ._local.catalog import CatalogView, Posture, VariantPrefs
+    from ._local.hardware import HardwareProfile
+    from ._local.store import ModelStore, RemovalReport, ResolvedModel, StoreEntry
     from ._registry import ProviderRegistry
 
+# Provider ids whose engines run local weights, and the catalog engines they serve.
+_LOCAL_ENGINES: dict[str, tuple[str, ...]] = {
+    "llama.cpp": ("llama.cpp",),
+    "ollama": ("llama.cpp",),
+    "lmstudio": ("llama.cpp",),
+    "vllm": ("vllm",),
+    "openai-compat": ("llama.cpp", "vllm"),
+}
+
 __all__ = ["AsyncClient", "Client"]
+
+_T = TypeVar("_T")
 
 
 class AsyncClient:
@@ -104,6 +119,8 @@ class AsyncClient:
         self._breakers = Breakers()
         self._retain_raw = retain_raw
         self._catalog = catalog
+        self._model_dir = model_dir
+        self._store: Any | None = None
         self._closed = False
 
     @property
@@ -207,6 +224,192 @@ class AsyncClient:
             provider_id: A configured instance id or a registered provider id.
         """
         return await self._adapter(provider_id.strip().lower()).health()
+
+    # --- local models --------------------------------------------------------------
+
+    @property
+    def model_store(self) -> ModelStore:
+        """The store acquired model weights live in."""
+        if self._store is None:
+            from ._local.store import ModelStore, default_model_dir
+
+            self._store = ModelStore(self._model_dir or default_model_dir())
+        return self._store
+
+    def _local_engines(self, provider_id: str | None) -> tuple[tuple[str, ...] | None, bool]:
+        """Engines a provider serves, and whether its host is this machine."""
+        if provider_id is None:
+            return None, True
+        instance = provider_id.strip().lower()
+        settings = self._settings_for(instance)
+        engine = self._registry.canonical(settings.provider_id)
+        engines = _LOCAL_ENGINES.get(engine)
+        if engines is None:
+            raise ConfigError(
+                f"{instance!r} ({engine}) is not a local engine; local engines are "
+                + ", ".join(sorted(_LOCAL_ENGINES))
+            )
+        cls = self._registry.adapter_class(engine)
+        url = settings.base_url or cls.default_base_url or ""
+        from urllib.parse import urlsplit
+
+        host = (urlsplit(url).hostname or "").lower()
+        return engines, host in ("127.0.0.1", "localhost", "::1", "") or host.startswith("127.")
+
+    async def local_catalog(
+        self,
+        provider_id: str | None = None,
+        *,
+        hardware: HardwareProfile | None = None,
+        best_at: str | None = None,
+        posture: Posture = "balanced",
+    ) -> CatalogView:
+        """Browse the local model catalog, annotated with how each entry fits.
+
+        Performs no network I/O: the catalog is bundled data and hardware detection is
+        local and cached.
+
+        Args:
+            provider_id: Restrict to models one configured engine can serve. Its locality
+                also decides whether this machine is the right one to probe.
+            hardware: Specs to judge against, overriding detection. This is how an
+                application answers for a remote host after asking the user.
+            best_at: One category from the catalog's closed vocabulary.
+            posture: How much of the machine to budget.
+
+        Returns:
+            The view. `hardware_source == "unavailable"` means the engine runs somewhere
+            AnyInfer cannot probe, and the application should collect the host's specs and
+            call again.
+
+        Raises:
+            ConfigError: If `best_at` names a category no catalog entry uses.
+        """
+        from ._local.catalog import LocalCatalog
+        from ._local.hardware import detect_hardware, unavailable_profile
+
+        engines, local = self._local_engines(provider_id)
+        if hardware is None:
+            hardware = (
+                await _to_thread(detect_hardware, self.model_store.root)
+                if local
+                else unavailable_profile()
+            )
+        return LocalCatalog.load_default().view(
+            hardware, best_at=best_at, posture=posture, engines=engines
+        )
+
+    async def acquire_model(
+        self,
+        model_id: str,
+        *,
+        engine: str | None = None,
+        variant_id: str | None = None,
+        hardware: HardwareProfile | None = None,
+        progress: ProgressSink | None = None,
+        prefs: VariantPrefs | None = None,
+        dry_run: bool = False,
+        token: str | None = None,
+    ) -> AcquisitionReport:
+        """Download a catalog model's weights into this client's model store.
+
+        The quantization is chosen, not assumed: the highest curated rung whose weights
+        and KV cache fit this machine's budget. Pass `variant_id` to override that.
+        `dry_run=True` resolves everything and reports the exact byte count from the hub
+        without writing anything — what an application needs to confirm a large download
+        with a user before starting it. Files already in the Hugging Face cache are
+        adopted instead of downloaded. Downloads go through `huggingface_hub` (honouring
+        `HF_ENDPOINT`), resume a broken connection with a Range request, are checked
+        against the SHA-256 the hub reports, and are registered only once verified.
+
+        Args:
+            model_id: A catalog model id.
+            engine: `"llama.cpp"` or `"vllm"`; defaults to whatever the model offers.
+            variant_id: Acquire this exact variant, skipping selection.
+            hardware: Specs to select against, overriding detection.
+            progress: Aggregate progress sink. See `AcquisitionProgress` for the
+                threading contract it must honor.
+            prefs: Selection preferences, including the low-quality opt-in.
+            dry_run: Plan and report without writing.
+            token: A credential for the source, when it needs one. Defaults to
+                `HF_TOKEN`.
+
+        Returns:
+            The report, naming the registered entry and what it cost.
+
+        Raises:
+            ConfigError: If there is no catalog, the model is unknown, or nothing fits.
+            LocalRuntimeError: On a transfer failure, digest mismatch, or full disk.
+        """
+        from ._local.acquire import acquire
+        from ._local.catalog import LocalCatalog
+        from ._local.hardware import detect_hardware
+
+        if token:
+            register_secret(token)
+        model = LocalCatalog.load_default().get(model_id)
+        store = self.model_store
+        if hardware is None:
+            hardware = await _to_thread(detect_hardware, store.root)
+        return await acquire(
+            store,
+            model,
+            engine=engine,
+            variant_id=variant_id,
+            hardware=hardware,
+            progress=progress,
+            prefs=prefs,
+            dry_run=dry_run,
+            token=token,
+        )
+
+    async def installed_models(self) -> Sequence[StoreEntry]:
+        """Every model acquired into this client's store."""
+        return await _to_thread(self.model_store.entries)
+
+    async def locate_model(
+        self,
+        model_id: str,
+        *,
+        variant_id: str | None = None,
+        engine: str | None = None,
+        verify: bool = False,
+    ) -> ResolvedModel | None:
+        """Find an acquired model on disk, with advisory launch arguments.
+
+        No network I/O. Verification is shallow by default — size and modification time
+        against the index — because re-hashing forty gigabytes on every lookup would be
+        absurd; `verify=True` forces the full check.
+        """
+        from ._local.acquire import resolve_entry
+        from ._local.catalog import LocalCatalog, fit_model
+        from ._local.hardware import detect_hardware
+
+        store = self.model_store
+        entry = await _to_thread(store.find, model_id, variant_id=variant_id, engine=engine)
+        if entry is None:
+            return None
+        fit = None
+        catalog = LocalCatalog.load_default()
+        try:
+            model = catalog.get(entry.model_id)
+        except ConfigError:
+            model = None
+        if model is not None:
+            hardware = await _to_thread(detect_hardware, store.root)
+            variant = next((v for v in model.variants if v.id == entry.variant_id), None)
+            if variant is not None:
+                sized = replace(model, variants=(replace(variant, size_bytes=entry.size_bytes),))
+                fit = fit_model(sized, hardware)
+        return await _to_thread(resolve_entry, store, entry, fit, verify=verify)
+
+    async def remove_model(self, entry_id: str) -> RemovalReport:
+        """Delete an acquired model's files and unregister it.
+
+        A model adopted from somebody else's cache is only unregistered; its files
+        belong to whatever put them there.
+        """
+        return await _to_thread(self.model_store.remove, entry_id)
 
     # --- generation ----------------------------------------------------------------
 
@@ -347,7 +550,6 @@ class AsyncClient:
         provider_options: Mapping[str, Mapping[str, Any]],
     ) -> AsyncIterator[StreamEvent]:
         """The router: attempts, retries, fallbacks, breaker skips and redirects."""
-        import asyncio
         from contextlib import aclosing
 
         from ._core import AttemptRun
@@ -401,7 +603,7 @@ class AsyncClient:
                         attempts.append(record)
                         yield AttemptFailed(record)
                         retry += 1
-                        await asyncio.sleep(delay)
+                        await _sleep(delay)
                         if not breakers.allow(key, threshold, cooldown):
                             break
                         continue
@@ -564,6 +766,46 @@ class Client:
         """Resolve a target string without issuing a request."""
         return self._async.resolve(target)
 
+    @property
+    def model_store(self) -> ModelStore:
+        """The store acquired model weights live in."""
+        return self._async.model_store
+
+    def local_catalog(
+        self,
+        provider_id: str | None = None,
+        *,
+        hardware: HardwareProfile | None = None,
+        best_at: str | None = None,
+        posture: Posture = "balanced",
+    ) -> CatalogView:
+        """Browse the local model catalog. See `AsyncClient.local_catalog`."""
+        return self._call(  # type: ignore[no-any-return]
+            self._async.local_catalog(
+                provider_id, hardware=hardware, best_at=best_at, posture=posture
+            )
+        )
+
+    def acquire_model(self, model_id: str, **kwargs: Any) -> AcquisitionReport:
+        """Download a catalog model's weights. See `AsyncClient.acquire_model`.
+
+        The progress sink is invoked from the background loop thread, so it must not
+        block and must not call back into this client.
+        """
+        return self._call(self._async.acquire_model(model_id, **kwargs))  # type: ignore[no-any-return]
+
+    def installed_models(self) -> Sequence[StoreEntry]:
+        """Every model acquired into this client's store."""
+        return self._call(self._async.installed_models())  # type: ignore[no-any-return]
+
+    def locate_model(self, model_id: str, **kwargs: Any) -> ResolvedModel | None:
+        """Find an acquired model on disk. See `AsyncClient.locate_model`."""
+        return self._call(self._async.locate_model(model_id, **kwargs))  # type: ignore[no-any-return]
+
+    def remove_model(self, entry_id: str) -> RemovalReport:
+        """Delete an acquired model. See `AsyncClient.remove_model`."""
+        return self._call(self._async.remove_model(entry_id))  # type: ignore[no-any-return]
+
     def generate(self, messages: MessagesInput, **kwargs: Any) -> Generation:
         """Generate a single result. See `AsyncClient.generate`."""
         return self._call(self._async.generate(messages, **kwargs))  # type: ignore[no-any-return]
@@ -585,3 +827,16 @@ def _counts_against_health(error: AnyInferError, decision: str) -> bool:
     if decision == "raise" or isinstance(error, ContextWindowError | ContentFilterError):
         return False
     return not isinstance(error, ConfigError)
+
+
+async def _to_thread(func: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+    """`asyncio.to_thread`, importing asyncio only when first needed."""
+    import asyncio
+
+    return await asyncio.to_thread(func, *args, **kwargs)
+
+
+async def _sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)

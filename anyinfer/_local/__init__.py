@@ -1,0 +1,1 @@
+"""Local models: hardware detection, the local catalog and fit, acquisition, the store."""
