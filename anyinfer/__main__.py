@@ -1,0 +1,5 @@
+"""`python -m anyinfer` runs the command line."""
+
+from anyinfer._cli import main
+
+main()
