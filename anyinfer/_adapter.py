@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import email.utils
 import json
+import os
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -159,6 +161,12 @@ class Adapter(ABC):
         """Release connections."""
 
 
+def base_url_env(instance_id: str) -> str:
+    """The variable that supplies an instance's base URL when its settings give none:
+    `ANYINFER_<INSTANCE>_BASE_URL`, upper-cased, other characters as `_`."""
+    return "ANYINFER_" + re.sub(r"[^A-Za-z0-9]", "_", instance_id).upper() + "_BASE_URL"
+
+
 def _ms_since(start: float) -> float:
     return (time.monotonic() - start) * 1000.0
 
@@ -172,10 +180,16 @@ class HTTPAdapter(Adapter):
 
     def __init__(self, settings: ProviderSettings) -> None:
         super().__init__(settings)
-        base_url = settings.base_url or self.default_base_url
+        base_url = (
+            settings.base_url
+            or os.environ.get(base_url_env(settings.instance_id))
+            or self.default_base_url
+        )
         if not base_url:
             raise ConfigError(
-                f"provider {settings.instance_id!r} needs base_url", provider=settings.instance_id
+                f"provider {settings.instance_id!r} needs base_url (or "
+                f"{base_url_env(settings.instance_id)})",
+                provider=settings.instance_id,
             )
         self.base_url = base_url.rstrip("/")
         timeout = httpx.Timeout(settings.timeout_s, connect=min(settings.timeout_s, 15.0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -47,6 +48,11 @@ _LOCAL_ENGINES: dict[str, tuple[str, ...]] = {
 __all__ = ["AsyncClient", "Client"]
 
 _T = TypeVar("_T")
+
+
+def api_key_env(instance_id: str) -> str:
+    """`ANYINFER_<INSTANCE>_API_KEY`: an instance's key when its settings give none."""
+    return "ANYINFER_" + re.sub(r"[^A-Za-z0-9]", "_", instance_id).upper() + "_API_KEY"
 
 
 class AsyncClient:
@@ -200,11 +206,14 @@ class AsyncClient:
         settings = self._settings_for(instance)
         cls = self._registry.adapter_class(settings.provider_id)
         resolved, key = settings.with_resolved_key(self._resolver)
-        if key is None and cls.api_key_env:
-            env_key = os.environ.get(cls.api_key_env)
-            if env_key:
-                register_secret(env_key)
-                resolved = replace(resolved, api_key=env_key)
+        if key is None:
+            # ANYINFER_<INSTANCE>_API_KEY, then the provider's usual variable.
+            for name in (api_key_env(settings.instance_id), cls.api_key_env):
+                env_key = os.environ.get(name) if name else None
+                if env_key:
+                    register_secret(env_key)
+                    resolved = replace(resolved, api_key=env_key)
+                    break
         adapter = cls(resolved)
         self._adapters[instance] = adapter
         return adapter

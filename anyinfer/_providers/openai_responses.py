@@ -1,0 +1,593 @@
+"""OpenAI Responses API (`POST /responses`), streaming and not.
+
+Streams are typed server-sent events: each `data:` payload is an object whose `type`
+names the event (OpenAI also sends it as the `event:` line; OpenRouter sends only the
+`data:` line, so the adapter reads `type`). Content arrives per *output item* — a
+`message`, a `function_call` or a `reasoning` item, each opened by
+`response.output_item.added` and closed by `response.output_item.done` — as
+`response.output_text.delta`, `response.refusal.delta`,
+`response.function_call_arguments.delta`, `response.reasoning_summary_text.delta` and
+`response.reasoning_text.delta` events that name their item by `output_index` (and
+`item_id`).
+
+There is no `data: [DONE]` sentinel in this protocol: the terminal event is the
+sentinel. `response.completed`, `response.incomplete` and `response.failed` each carry
+the whole `Response` object, with its `usage` and `status`; the adapter yields the usage
+and the finish reason from it and then `END`. A `data: [DONE]` line (OpenRouter appends
+one after `response.completed`) is accepted as a sentinel too, but never needed.
+
+How the neutral result is read:
+
+- Finish reason: `completed` is `tool_calls` when the response produced function calls,
+  `content_filter` when the model refused (`refusal` content), `stop` otherwise;
+  `incomplete` maps `incomplete_details.reason` (`max_output_tokens` -> `length`,
+  `content_filter` -> `content_filter`, anything else verbatim, so the core reads it as
+  `other`); `failed` raises the typed error for `response.error`, after yielding the
+  usage it reports.
+- Tool calls: slot `i` is the `i`-th `function_call` output item to appear; fragments are
+  matched to slots by `output_index` (or `item_id`). `call_id`, not the item `id`, is the
+  call's id: it is what a `function_call_output` must answer.
+- Reasoning: summary and raw reasoning text stream as `ReasoningPart`s; separate summary
+  parts (and separate reasoning items) are joined by a blank line.
+- Refusal text is answer text (`TextPart`), as in the Chat Completions adapter.
+- `.done` events and `response.output_item.done` repeat the full text of what was
+  streamed; the adapter yields only what the deltas had not already delivered, so a
+  server that skips deltas still produces the whole answer, and one that sends them
+  produces it once.
+
+Non-streaming responses (`request.stream` false) are the same `Response` object, read
+by the same functions as the stream's `output_item.done` and terminal events.
+
+Request mapping: system messages become `instructions`; user, assistant and tool
+messages become `input` items (`input_text`/`input_image` content, `function_call` and
+`function_call_output` items); tools are flat function tools sent with `strict: false`
+(the Responses API otherwise normalizes schemas into strict mode, which Chat Completions
+does not do, and which makes the model fill every optional argument); a `reasoning`
+effort is sent as `reasoning: {"effort": ..., "summary": "auto"}` because without a
+summary request reasoning models stream no reasoning text at all; `store` is `false`
+because AnyInfer keeps no server-side conversation state (every request carries its full
+input), so there is nothing to gain from OpenAI retaining responses. Both can be changed
+with `ProviderSettings.options`: `{"store": True}`, and `{"reasoning_summary": None}` (or
+`"concise"`/`"detailed"`) — OpenAI answers HTTP 400 (`param: "reasoning.summary"`) for
+organizations not verified for reasoning summaries, so those must turn them off. The
+protocol has no `stop`, `seed` or penalty fields: those sampling controls are not sent,
+and the result carries a warning saying so (unless `provider_options` sets them).
+Reasoning items (`encrypted_content`) are not carried into later turns: each request
+replays the conversation as messages, tool calls and tool results only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+from .._adapter import DiscoveredModel, HTTPAdapter
+from .._errors import ConfigError, ProviderError
+from .._messages import ImageContent, Message, TextContent
+from .._parts import (
+    END,
+    FinishPart,
+    Part,
+    RawPart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    UsagePart,
+    WarningPart,
+)
+from .._request import GenerationRequest
+from .._settings import ProviderSettings
+from .._types import Usage
+from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
+from .openai_chat import OpenAIChatAdapter
+
+__all__ = ["OpenAIResponsesAdapter"]
+
+INCOMPLETE_REASONS: Mapping[str, str] = {
+    "max_output_tokens": "length",
+    "max_tokens": "length",
+    "content_filter": "content_filter",
+}
+"""`incomplete_details.reason` values with a neutral finish reason; others pass through."""
+
+REASONING_SEPARATOR = "\n\n"
+"""Joins separate reasoning summary parts and reasoning items in the result."""
+
+# Delta events: (index field, text kind); done events add the field with the full text.
+_TEXT_DELTAS: Mapping[str, tuple[str, str]] = {
+    "response.output_text.delta": ("content_index", "text"),
+    "response.refusal.delta": ("content_index", "refusal"),
+    "response.reasoning_summary_text.delta": ("summary_index", "summary"),
+    "response.reasoning_text.delta": ("content_index", "reasoning"),
+}
+_TEXT_DONES: Mapping[str, tuple[str, str, str]] = {
+    "response.output_text.done": ("content_index", "text", "text"),
+    "response.refusal.done": ("content_index", "refusal", "refusal"),
+    "response.reasoning_summary_text.done": ("summary_index", "summary", "text"),
+    "response.reasoning_text.done": ("content_index", "reasoning", "text"),
+}
+
+TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+"""The events that end a Responses stream (the protocol's sentinel)."""
+
+_DEFAULT_SUMMARY = "auto"
+
+# Item key: the item's output_index, or its id when an event names no index.
+_ItemKey = int | str
+# Text key: (item, content/summary index, kind).
+_TextKey = tuple[_ItemKey, int, str]
+
+
+class OpenAIResponsesAdapter(HTTPAdapter):
+    """Adapter for the OpenAI Responses API (`/responses`).
+
+    See the module documentation for the event mapping. Discovery (`models()`) is the
+    same `GET /models` listing as the Chat Completions adapter's, delegated to one.
+
+    Settings options:
+        store (bool): Let OpenAI store responses server-side. Default `False`.
+        reasoning_summary (str | None): The `reasoning.summary` sent with a reasoning
+            effort. Default `"auto"`; `None` sends none.
+    """
+
+    provider_id: ClassVar[str] = "openai-responses"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
+    api_key_env: ClassVar[str | None] = "OPENAI_API_KEY"
+    conformance_dialect: ClassVar[str] = "openai-responses"
+
+    def __init__(self, settings: ProviderSettings) -> None:
+        options = settings.options
+        store = options.get("store", False)
+        if not isinstance(store, bool):
+            raise ConfigError(
+                f"{settings.instance_id}: options['store'] must be a bool, got {store!r}",
+                provider=settings.instance_id,
+            )
+        summary = options.get("reasoning_summary", _DEFAULT_SUMMARY)
+        if summary is not None and not isinstance(summary, str):
+            raise ConfigError(
+                f"{settings.instance_id}: options['reasoning_summary'] must be a string or "
+                f"None, got {summary!r}",
+                provider=settings.instance_id,
+            )
+        super().__init__(settings)
+        self.store: bool = store
+        self.reasoning_summary: str | None = summary
+        self._lister: OpenAIChatAdapter | None = None
+
+    def default_headers(self) -> dict[str, str]:
+        """Bearer auth plus the configured headers."""
+        headers = super().default_headers()
+        if self.settings.api_key:
+            headers.setdefault("authorization", f"Bearer {self.settings.api_key}")
+        return headers
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (and the discovery delegate's, if one was made)."""
+        try:
+            if self._lister is not None:
+                await self._lister.aclose()
+        finally:
+            await super().aclose()
+
+    # --- request -------------------------------------------------------------------
+
+    def build_body(self, request: GenerationRequest) -> dict[str, Any]:
+        """The JSON body for one request."""
+        body: dict[str, Any] = {"model": request.model, "input": self.input_items(request)}
+        instructions = request.system_text()
+        if instructions:
+            body["instructions"] = instructions
+        if request.stream:
+            body["stream"] = True
+        body["store"] = self.store
+        s = request.sampling
+        if s.max_output_tokens is not None:
+            body["max_output_tokens"] = s.max_output_tokens
+        if s.temperature is not None:
+            body["temperature"] = s.temperature
+        if s.top_p is not None:
+            body["top_p"] = s.top_p
+        if request.reasoning is not None:
+            reasoning: dict[str, Any] = {"effort": request.reasoning}
+            if self.reasoning_summary is not None and request.reasoning != "none":
+                reasoning["summary"] = self.reasoning_summary
+            body["reasoning"] = reasoning
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.parameters),
+                    "strict": False,
+                }
+                for t in request.tools
+            ]
+            forced = request.tool_choice_name()
+            body["tool_choice"] = (
+                {"type": "function", "name": forced} if forced else request.tool_choice
+            )
+        if request.response_format is not None:
+            body["text"] = {"format": self.text_format(request.response_format)}
+        body.update(request.provider_options)
+        return body
+
+    def text_format(self, fmt: Mapping[str, Any]) -> dict[str, Any]:
+        """Map the neutral response format to `text.format`."""
+        if fmt.get("type") == "json_schema":
+            return {
+                "type": "json_schema",
+                "name": fmt.get("name", "output"),
+                "schema": fmt.get("schema", {}),
+                "strict": bool(fmt.get("strict", False)),
+            }
+        return {"type": "json_object"}
+
+    def input_items(self, request: GenerationRequest) -> list[dict[str, Any]]:
+        """The conversation as `input` items (system messages go to `instructions`)."""
+        items: list[dict[str, Any]] = []
+        for m in request.messages:
+            if m.role != "system":
+                items.extend(self.message_items(m))
+        return items
+
+    def message_items(self, m: Message) -> list[dict[str, Any]]:
+        """One message as input items: a role message and/or function-call items."""
+        if m.role == "tool":
+            return [{"type": "function_call_output", "call_id": m.tool_call_id, "output": m.text}]
+        if m.role == "assistant":
+            items: list[dict[str, Any]] = []
+            if m.text:
+                items.append({"role": "assistant", "content": m.text})
+            items.extend(
+                {
+                    "type": "function_call",
+                    "call_id": c.id,
+                    "name": c.name,
+                    "arguments": json.dumps(dict(c.arguments)),
+                }
+                for c in m.tool_calls
+            )
+            return items
+        if isinstance(m.content, str):
+            return [{"role": m.role, "content": m.content}]
+        parts: list[dict[str, Any]] = []
+        for p in m.content:
+            if isinstance(p, TextContent):
+                parts.append({"type": "input_text", "text": p.text})
+            elif isinstance(p, ImageContent):
+                parts.append({"type": "input_image", "image_url": p.as_data_url()})
+        return [{"role": m.role, "content": parts}]
+
+    def ignored_sampling(self, request: GenerationRequest) -> list[str]:
+        """Warnings for sampling controls this protocol has no field for."""
+        s = request.sampling
+        given = {
+            "stop": bool(s.stop),
+            "seed": s.seed is not None,
+            "presence_penalty": s.presence_penalty is not None,
+            "frequency_penalty": s.frequency_penalty is not None,
+        }
+        names = [n for n, set_ in given.items() if set_ and n not in request.provider_options]
+        return [
+            f"{self.instance_id}: the Responses API has no '{name}' parameter; it was not sent "
+            "(pass it in provider_options if your endpoint accepts it)"
+            for name in names
+        ]
+
+    # --- response ------------------------------------------------------------------
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
+        """Send the request and yield its parts (see `Adapter.generate`)."""
+        response = await self.send(
+            "POST", "/responses", json_body=self.build_body(request), request=request
+        )
+        try:
+            for warning in self.ignored_sampling(request):
+                yield WarningPart(warning)
+            if not request.stream:
+                payload = await self.read_json(response, request)
+                if request.retain_raw:
+                    yield RawPart(payload)
+                for part in ResponsesReader(self, phase="generate").whole(payload):
+                    yield part
+                yield END
+                return
+            reader = ResponsesReader(self, phase="stream")
+            async for sse in self.iter_sse(response, request):
+                if sse.data.strip() == b"[DONE]":
+                    yield END
+                    return
+                event = self.parse_json(sse.data)
+                if request.retain_raw:
+                    yield RawPart(event)
+                for part in reader.event(event, sse.event):
+                    yield part
+                if reader.finished:
+                    yield END
+                    return
+        finally:
+            await response.aclose()
+
+    def usage_from(self, u: dict[str, Any]) -> Usage:
+        """Usage from a Responses `usage` object, with cache and reasoning details."""
+        pid = self.instance_id
+        in_details = opt_dict(u.get("input_tokens_details"), pid, "usage.input_details") or {}
+        out_details = opt_dict(u.get("output_tokens_details"), pid, "usage.output_details") or {}
+        return Usage(
+            input_tokens=opt_int(u.get("input_tokens"), pid, "usage.input_tokens"),
+            output_tokens=opt_int(u.get("output_tokens"), pid, "usage.output_tokens"),
+            total_tokens=opt_int(u.get("total_tokens"), pid, "usage.total_tokens"),
+            cache_read_tokens=opt_int(
+                in_details.get("cached_tokens"), pid, "usage.input_tokens_details.cached_tokens"
+            ),
+            reasoning_tokens=opt_int(
+                out_details.get("reasoning_tokens"),
+                pid,
+                "usage.output_tokens_details.reasoning_tokens",
+            ),
+        )
+
+    def error_from_object(self, error: Any, *, phase: str) -> ProviderError:
+        """The typed error for an `error` event or a failed response's `error` object."""
+        message, code = _error_fields(error)
+        status = int(code) if code is not None and code.isdigit() else None
+        return self.error_from_parts(status, message, code, phase=phase)
+
+    # --- discovery -----------------------------------------------------------------
+
+    async def models(self) -> Sequence[DiscoveredModel]:
+        """List models from `GET /models` (the same listing as Chat Completions)."""
+        if self._lister is None:
+            self._lister = OpenAIChatAdapter(self.settings)
+        return await self._lister.models()
+
+
+class ResponsesReader:
+    """Turns Responses events (or a whole `Response`) into parts, keeping stream state.
+
+    One reader serves one response. `event()` takes each stream event in order;
+    `whole()` takes a non-streamed `Response` object. After a terminal event
+    `finished` is true and the caller yields `END`.
+
+    Args:
+        adapter: The adapter (for the provider id, usage and error mapping).
+        phase: `"stream"` or `"generate"`, for errors raised from the body.
+    """
+
+    def __init__(self, adapter: OpenAIResponsesAdapter, *, phase: str) -> None:
+        self.adapter = adapter
+        self.pid = adapter.instance_id
+        self.phase = phase
+        self.finished = False
+        self._ids: dict[str, int] = {}  # item id -> output_index
+        self._slots: dict[_ItemKey, int] = {}  # function_call item -> tool slot
+        self._announced: set[int] = set()  # slots with a part yielded
+        self._with_id: set[int] = set()  # slots whose call_id was yielded
+        self._with_name: set[int] = set()  # slots whose name was yielded
+        self._emitted: dict[_TextKey, str] = {}
+        self._reasoning_keys: set[_TextKey] = set()
+        self._refused = False
+
+    # --- dispatch ------------------------------------------------------------------
+
+    def event(self, payload: Any, sse_name: str | None = None) -> Iterator[Part]:
+        """Parts of one stream event.
+
+        Args:
+            payload: The parsed `data:` object.
+            sse_name: The `event:` line, used when the payload has no `type`.
+
+        Raises:
+            ProviderError: A typed error for an `error` event or `response.failed`.
+        """
+        pid = self.pid
+        ev = as_dict(payload, pid, "event")
+        kind = opt_str(ev.get("type"), pid, "event.type") or sse_name or ""
+        if kind in _TEXT_DELTAS:
+            index_field, text_kind = _TEXT_DELTAS[kind]
+            key = self._content_key(ev, index_field, text_kind)
+            yield from self._piece(key, as_str(ev.get("delta"), pid, f"{kind}.delta"))
+        elif kind in _TEXT_DONES:
+            index_field, text_kind, text_field = _TEXT_DONES[kind]
+            key = self._content_key(ev, index_field, text_kind)
+            yield from self._fill(key, as_str(ev.get(text_field), pid, f"{kind}.{text_field}"))
+        elif kind == "response.function_call_arguments.delta":
+            item_key = self._item_key(ev)
+            delta = as_str(ev.get("delta"), pid, f"{kind}.delta")
+            args_key = (item_key, 0, "args")
+            self._emitted[args_key] = self._emitted.get(args_key, "") + delta
+            yield from self._call(self._slot(item_key), None, None, delta)
+        elif kind == "response.function_call_arguments.done":
+            item_key = self._item_key(ev)
+            final = _arguments_text(ev.get("arguments"), pid, f"{kind}.arguments")
+            rest = self._remainder((item_key, 0, "args"), final)
+            yield from self._call(self._slot(item_key), None, None, rest)
+        elif kind == "response.output_item.added":
+            item = as_dict(ev.get("item"), pid, f"{kind}.item")
+            item_key = self._item_key(ev, item)
+            if item.get("type") == "function_call":
+                yield from self._function_call(item_key, item, kind)
+        elif kind == "response.output_item.done":
+            item = as_dict(ev.get("item"), pid, f"{kind}.item")
+            yield from self.item(self._item_key(ev, item), item)
+        elif kind in TERMINAL_EVENTS:
+            response = as_dict(ev.get("response"), pid, f"{kind}.response")
+            yield from self.terminal(response, kind.removeprefix("response."))
+        elif kind == "error":
+            nested = ev.get("error")
+            raise self.adapter.error_from_object(
+                nested if isinstance(nested, dict) else ev, phase=self.phase
+            )
+        # Anything else (created, in_progress, part added/done, annotations, hosted
+        # tools' progress events) carries nothing the neutral result holds.
+
+    def whole(self, payload: Any) -> Iterator[Part]:
+        """Parts of a non-streamed `Response` object, ending with its finish reason."""
+        body = as_dict(payload, self.pid, "response")
+        for index, item in enumerate(as_list(body.get("output"), self.pid, "output")):
+            item = as_dict(item, self.pid, "output[]")
+            item_id = item.get("id")
+            if isinstance(item_id, str):
+                self._ids[item_id] = index
+            yield from self.item(index, item)
+        yield from self.terminal(body, "completed")
+
+    # --- output items --------------------------------------------------------------
+
+    def item(self, key: _ItemKey, item: dict[str, Any]) -> Iterator[Part]:
+        """Parts of a finished output item not already delivered by its deltas."""
+        pid = self.pid
+        kind = item.get("type")
+        if kind == "message":
+            for index, part in enumerate(as_list(item.get("content"), pid, "message.content")):
+                part = as_dict(part, pid, "message.content[]")
+                if part.get("type") == "output_text":
+                    text = as_str(part.get("text"), pid, "output_text.text")
+                    yield from self._fill((key, index, "text"), text)
+                elif part.get("type") == "refusal":
+                    self._refused = True
+                    text = as_str(part.get("refusal"), pid, "refusal.refusal")
+                    yield from self._fill((key, index, "refusal"), text)
+        elif kind == "function_call":
+            yield from self._function_call(key, item, "function_call")
+        elif kind == "reasoning":
+            for index, part in enumerate(as_list(item.get("summary"), pid, "reasoning.summary")):
+                part = as_dict(part, pid, "reasoning.summary[]")
+                text = as_str(part.get("text"), pid, "reasoning.summary[].text")
+                yield from self._fill((key, index, "summary"), text)
+            for index, part in enumerate(as_list(item.get("content"), pid, "reasoning.content")):
+                part = as_dict(part, pid, "reasoning.content[]")
+                if part.get("type") == "reasoning_text":
+                    text = as_str(part.get("text"), pid, "reasoning.content[].text")
+                    yield from self._fill((key, index, "reasoning"), text)
+
+    def _function_call(self, key: _ItemKey, item: dict[str, Any], where: str) -> Iterator[Part]:
+        pid = self.pid
+        slot = self._slot(key)
+        call_id = opt_str(item.get("call_id"), pid, f"{where}.call_id") or None
+        name = opt_str(item.get("name"), pid, f"{where}.name") or None
+        final = _arguments_text(item.get("arguments"), pid, f"{where}.arguments")
+        yield from self._call(slot, call_id, name, self._remainder((key, 0, "args"), final))
+
+    # --- the end -------------------------------------------------------------------
+
+    def terminal(self, response: dict[str, Any], default_status: str) -> Iterator[Part]:
+        """Usage and finish reason of a final `Response`; raises for a failed one."""
+        pid = self.pid
+        status = opt_str(response.get("status"), pid, "response.status") or default_status
+        raw_usage = opt_dict(response.get("usage"), pid, "response.usage")
+        usage = self.adapter.usage_from(raw_usage) if raw_usage else None
+        if usage is not None:
+            yield UsagePart(usage)
+        if status == "failed" or default_status == "failed":
+            error = response.get("error")
+            raise self.adapter.error_from_object(
+                error if error is not None else "the response failed", phase=self.phase
+            )
+        self.finished = True
+        if status == "completed":
+            if self._slots:
+                yield FinishPart("tool_calls")
+            elif self._refused:
+                yield FinishPart("content_filter")
+            else:
+                yield FinishPart("stop")
+        elif status == "incomplete":
+            details = opt_dict(response.get("incomplete_details"), pid, "incomplete_details")
+            reason = opt_str((details or {}).get("reason"), pid, "incomplete_details.reason")
+            yield FinishPart(INCOMPLETE_REASONS.get(reason, reason) if reason else "incomplete")
+        else:
+            yield FinishPart(status)  # cancelled, or a status added later: the core says other
+
+    # --- helpers -------------------------------------------------------------------
+
+    def _item_key(self, ev: dict[str, Any], item: dict[str, Any] | None = None) -> _ItemKey:
+        index = ev.get("output_index")
+        item_id = item.get("id") if item is not None else ev.get("item_id")
+        if isinstance(index, int) and not isinstance(index, bool):
+            if isinstance(item_id, str):
+                self._ids.setdefault(item_id, index)
+            return index
+        if isinstance(item_id, str):
+            return self._ids.get(item_id, item_id)
+        return ""
+
+    def _content_key(self, ev: dict[str, Any], field: str, kind: str) -> _TextKey:
+        index = opt_int(ev.get(field), self.pid, f"event.{field}") or 0
+        return (self._item_key(ev), index, kind)
+
+    def _slot(self, key: _ItemKey) -> int:
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._slots[key] = len(self._slots)
+        return slot
+
+    def _remainder(self, key: _TextKey, final: str) -> str:
+        """What `final` adds to what was already yielded under `key` (and record it)."""
+        sent = self._emitted.get(key, "")
+        if not final.startswith(sent):
+            return ""  # the deltas disagree with the summary; the deltas were shown
+        self._emitted[key] = final
+        return final[len(sent) :]
+
+    def _piece(self, key: _TextKey, delta: str) -> Iterator[Part]:
+        """Yield a text, refusal or reasoning delta for `key` and record it."""
+        if not delta:
+            return
+        if key[2] in ("text", "refusal"):
+            if key[2] == "refusal":
+                self._refused = True
+            yield TextPart(delta)
+        else:
+            if key not in self._reasoning_keys:
+                if self._reasoning_keys:
+                    yield ReasoningPart(REASONING_SEPARATOR)
+                self._reasoning_keys.add(key)
+            yield ReasoningPart(delta)
+        self._emitted[key] = self._emitted.get(key, "") + delta
+
+    def _fill(self, key: _TextKey, final: str) -> Iterator[Part]:
+        """Yield what a `.done` text adds to the deltas already yielded for `key`."""
+        sent = self._emitted.get(key, "")
+        if final.startswith(sent):
+            yield from self._piece(key, final[len(sent) :])
+
+    def _call(
+        self, slot: int, call_id: str | None, name: str | None, fragment: str
+    ) -> Iterator[Part]:
+        """A tool-call part, when it says something new about the slot."""
+        new_slot = slot not in self._announced
+        new_id = bool(call_id) and slot not in self._with_id
+        new_name = bool(name) and slot not in self._with_name
+        self._announced.add(slot)
+        if new_id:
+            self._with_id.add(slot)
+        if new_name:
+            self._with_name.add(slot)
+        if new_slot or new_id or new_name or fragment:
+            yield ToolCallPart(
+                slot, call_id if new_id else None, name if new_name else None, fragment
+            )
+
+
+def _arguments_text(value: Any, pid: str, where: str) -> str:
+    """Function-call arguments as JSON text (some servers send an object)."""
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return as_str(value, pid, where)
+
+
+def _error_fields(error: Any) -> tuple[str, str | None]:
+    """`(message, code)` of an `error` event or object."""
+    if isinstance(error, dict):
+        message = error.get("message")
+        code = error.get("code")
+        if code is None and error.get("type") != "error":
+            code = error.get("type")
+        text = str(message) if message else json.dumps(error)[:500]
+        return text, (str(code) if code is not None else None)
+    return str(error), None

@@ -1,0 +1,439 @@
+"""Replay real OpenAI Responses API recordings through the `openai-responses` adapter.
+
+Every interaction in the shared recordings whose request went to `…/responses` (OpenAI,
+Azure OpenAI, OpenRouter) is served back through the `transport` seam and the result is
+compared with what the recorded body says. Expected values are computed here from the
+recorded JSON alone — text from `output_text`/`refusal` deltas (or the output items of a
+whole response), reasoning per summary part and reasoning-text part, tool calls per
+`function_call` item, usage and status from the terminal `Response` — without the
+adapter's code.
+
+Streamed recordings go through `AsyncClient.stream` (and get the ordering checks of the
+event-stream grammar); non-streamed ones through `AsyncClient.generate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+import pytest
+from test_replay_openai_chat import check_events_match_result, check_ordering
+from wire import Interaction, find_wire_dir, interactions, replay_transport, sse_json
+
+import anyinfer as ai
+
+PID = "openai-responses"
+
+_WIRE_DIR, _WIRE_WHY = find_wire_dir()
+RESPONSES = interactions(_WIRE_DIR, lambda i: i.protocol == "openai_responses") if _WIRE_DIR else []
+STREAMED = [i for i in RESPONSES if i.request.wants_stream and i.response.status < 400]
+
+_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
+_SEPARATOR = "\n\n"  # the adapter's documented join between reasoning parts
+
+
+def _params(items: list[Interaction]) -> list[Any]:
+    if _WIRE_DIR is None:
+        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=_WIRE_WHY))]
+    if not items:
+        reason = f"no OpenAI Responses recordings under {_WIRE_DIR}"
+        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=reason))]
+    return [pytest.param(item, id=item.id) for item in items]
+
+
+# --- expected values, straight from the recorded body --------------------------------------
+
+
+@dataclass
+class ExpectedCall:
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass
+class ExpectedError:
+    type: type[ai.AnyInferError]
+    http_status: int | None
+    message: str
+
+
+@dataclass
+class Expected:
+    """What one recorded response says, independent of the adapter."""
+
+    text: str = ""
+    reasoning_parts: dict[tuple[int, str, int], str] = field(default_factory=dict)
+    calls: list[ExpectedCall] = field(default_factory=list)
+    status: str | None = None  # of the terminal Response; None: it never arrived
+    incomplete_reason: str | None = None
+    refused: bool = False
+    usage: dict[str, Any] | None = None
+    error: ExpectedError | None = None
+
+    @property
+    def reasoning(self) -> str:
+        return _SEPARATOR.join(t for t in self.reasoning_parts.values() if t)
+
+    @property
+    def has_content(self) -> bool:
+        return bool(self.text or self.reasoning or self.calls)
+
+    @property
+    def finish_reason(self) -> str:
+        if self.status == "completed":
+            if self.calls:
+                return "tool_calls"
+            return "content_filter" if self.refused else "stop"
+        if self.status == "incomplete":
+            return _INCOMPLETE.get(self.incomplete_reason or "", "other")
+        return "other"
+
+    def tool_calls(self) -> list[ai.ToolCall]:
+        out = []
+        for index, call in enumerate(self.calls):
+            text = call.arguments.strip()
+            arguments = json.loads(text) if text else {}
+            out.append(ai.ToolCall(call.id or f"call_{index}", call.name or "", arguments))
+        return out
+
+    def expected_usage(self) -> ai.Usage:
+        if not self.usage:
+            return ai.Usage()
+        u = self.usage
+        return ai.Usage(
+            input_tokens=u.get("input_tokens"),
+            output_tokens=u.get("output_tokens"),
+            total_tokens=u.get("total_tokens"),
+            cache_read_tokens=(u.get("input_tokens_details") or {}).get("cached_tokens"),
+            reasoning_tokens=(u.get("output_tokens_details") or {}).get("reasoning_tokens"),
+        ).normalized()
+
+
+def _error_type(status: int | None, code: Any, message: str) -> type[ai.AnyInferError]:
+    said = f"{code or ''} {message}".lower()
+    if "context_length_exceeded" in said:
+        return ai.ContextWindowError
+    if status in (401, 403):
+        return ai.AuthenticationError
+    if status == 429 or "rate_limit" in said:
+        return ai.RateLimitError
+    if status == 404 or "model_not_found" in said:
+        return ai.ModelNotFoundError
+    if status in (503, 529):
+        return ai.OverloadedError
+    return ai.ProviderError
+
+
+def _error_from(err: Any, status: int | None) -> ExpectedError:
+    if not isinstance(err, dict):
+        return ExpectedError(_error_type(status, None, str(err)), status, str(err))
+    message = str(err.get("message") or "")
+    code = err.get("code") or err.get("type")
+    return ExpectedError(_error_type(status, code, message), status, message)
+
+
+def _read_terminal(exp: Expected, response: dict[str, Any]) -> None:
+    exp.status = response.get("status")
+    exp.usage = response.get("usage") or exp.usage
+    exp.incomplete_reason = (response.get("incomplete_details") or {}).get("reason")
+    if exp.status == "failed":
+        exp.error = _error_from(response.get("error"), None)
+
+
+def _read_output(exp: Expected, output: list[dict[str, Any]]) -> None:
+    """A whole response's output items, in order."""
+    for index, item in enumerate(output):
+        if item["type"] == "message":
+            for part in item.get("content") or []:
+                if part["type"] == "output_text":
+                    exp.text += part["text"]
+                elif part["type"] == "refusal":
+                    exp.text += part["refusal"]
+                    exp.refused = True
+        elif item["type"] == "function_call":
+            args = item.get("arguments") or ""
+            if not isinstance(args, str):
+                args = json.dumps(args)
+            exp.calls.append(ExpectedCall(item.get("call_id"), item.get("name"), args))
+        elif item["type"] == "reasoning":
+            for n, part in enumerate(item.get("summary") or []):
+                exp.reasoning_parts[(index, "summary", n)] = part["text"]
+            for n, part in enumerate(item.get("content") or []):
+                if part["type"] == "reasoning_text":
+                    exp.reasoning_parts[(index, "reasoning", n)] = part["text"]
+
+
+def _read_stream(exp: Expected, events: list[dict[str, Any]]) -> None:
+    """A stream's events up to its terminal event (or an error event)."""
+    calls: dict[Any, ExpectedCall] = {}
+    ids: dict[str, int] = {}
+
+    def item_of(ev: dict[str, Any]) -> Any:
+        if "output_index" in ev:
+            return ev["output_index"]
+        return ids.get(ev.get("item_id", ""), ev.get("item_id"))
+
+    for ev in events:
+        kind = ev["type"]
+        if kind == "response.output_item.added":
+            ids[ev["item"].get("id", "")] = ev["output_index"]
+            if ev["item"]["type"] == "function_call":
+                item = ev["item"]
+                call = ExpectedCall(
+                    item.get("call_id"), item.get("name"), item.get("arguments", "")
+                )
+                calls[ev["output_index"]] = call
+                exp.calls.append(call)
+        elif kind == "response.output_text.delta":
+            exp.text += ev["delta"]
+        elif kind == "response.refusal.delta":
+            exp.text += ev["delta"]
+            exp.refused = True
+        elif kind == "response.function_call_arguments.delta":
+            calls[item_of(ev)].arguments += ev["delta"]
+        elif kind == "response.function_call_arguments.done":
+            assert calls[item_of(ev)].arguments == ev["arguments"], "deltas disagree with done"
+        elif kind == "response.reasoning_summary_text.delta":
+            key = (item_of(ev), "summary", ev["summary_index"])
+            exp.reasoning_parts[key] = exp.reasoning_parts.get(key, "") + ev["delta"]
+        elif kind == "response.reasoning_text.delta":
+            key = (item_of(ev), "reasoning", ev["content_index"])
+            exp.reasoning_parts[key] = exp.reasoning_parts.get(key, "") + ev["delta"]
+        elif kind in _TERMINAL:
+            _read_terminal(exp, ev["response"])
+            return
+        elif kind == "error":
+            err = ev.get("error") if isinstance(ev.get("error"), dict) else ev
+            exp.error = _error_from(err, None)
+            return
+    exp.error = ExpectedError(ai.StreamError, None, "ended before a finish reason")
+
+
+def expected_from(item: Interaction) -> Expected:
+    """Everything the recorded response says, computed from its body alone."""
+    resp = item.response
+    exp = Expected()
+    if resp.status >= 400:
+        body = resp.json
+        err = body.get("error", body) if isinstance(body, dict) else body
+        exp.error = _error_from(err, resp.status)
+        return exp
+    if not item.request.wants_stream:
+        body = resp.json
+        assert isinstance(body, dict), f"{item.id}: a whole body should be a JSON object"
+        _read_output(exp, body.get("output") or [])
+        _read_terminal(exp, body)
+        return exp
+    events, _ = sse_json(resp.body)
+    _read_stream(exp, events)
+    return exp
+
+
+# --- replaying -------------------------------------------------------------------------------
+
+
+@dataclass
+class Replay:
+    events: list[Any]
+    result: ai.Generation | None
+    error: BaseException | None
+    requests: list[httpx.Request]
+
+
+def _base_url(item: Interaction) -> str:
+    url = item.request.url
+    path = url.path[: -len("/responses")]
+    return str(url.copy_with(path=path or "/", query=None)).rstrip("/")
+
+
+def replay(item: Interaction, *, chunk_size: int | None = None) -> Replay:
+    """Serve `item` to the adapter the way it was originally requested."""
+    transport = replay_transport([item], chunk_size=chunk_size)
+    model = (item.request.json or {}).get("model") or "recorded-model"
+    settings = ai.ProviderSettings(
+        PID, api_key="sk-replay", base_url=_base_url(item), transport=transport
+    )
+    events: list[Any] = []
+    route = ai.Route(f"{PID}:{model}", retry=ai.RetryPolicy(max_retries=0))
+
+    async def run() -> Replay:
+        result = error = None
+        async with ai.AsyncClient([settings]) as client:
+            try:
+                if item.request.wants_stream:
+                    async with client.stream("Hi", route=route) as st:
+                        async for event in st:
+                            events.append(event)
+                    result = st.result
+                else:
+                    result = await client.generate("Hi", route=route)
+            except ai.AnyInferError as exc:
+                error = exc
+        transport.assert_all_used()
+        return Replay(events, result, error, transport.requests)
+
+    return asyncio.run(run())
+
+
+def check_request(item: Interaction, sent: list[httpx.Request]) -> None:
+    """One POST to the recorded path, streamed as recorded, for the recorded model."""
+    assert len(sent) == 1
+    request = sent[0]
+    assert request.method == "POST"
+    assert request.url.path == item.request.path
+    body = json.loads(request.content)
+    recorded = item.request.json or {}
+    assert body.get("stream", False) is item.request.wants_stream
+    assert body["model"] == recorded.get("model", body["model"])
+    assert body["store"] is False
+    assert body["input"] == [{"role": "user", "content": "Hi"}]
+
+
+def _usage_seen(events: list[Any]) -> ai.Usage:
+    merged = ai.Usage()
+    for e in events:
+        if isinstance(e, ai.UsageUpdate):
+            merged = merged.merge(e.usage)
+    return merged.normalized()
+
+
+# --- the tests -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("item", _params(RESPONSES))
+def test_replay_matches_recording(item: Interaction) -> None:
+    exp = expected_from(item)
+    run = replay(item)
+    check_request(item, run.requests)
+    if exp.error is not None:
+        assert run.result is None, f"expected {exp.error.type.__name__}, got a result"
+        _check_failure(item, exp, run)
+        return
+    assert run.error is None, f"unexpected {run.error!r}"
+    result = run.result
+    assert result is not None
+    assert result.text == exp.text
+    assert result.reasoning == exp.reasoning
+    assert list(result.tool_calls) == exp.tool_calls()
+    assert result.finish_reason == exp.finish_reason
+    assert result.usage == exp.expected_usage()
+    assert result.target == ai.ResolvedTarget(PID, result.target.model, PID)
+    assert result.warnings == ()  # the terminal event is the sentinel: nothing is missing
+    if item.request.wants_stream:
+        check_ordering(run.events, ended=True)
+        check_events_match_result(run.events, result)
+        assert len([e for e in run.events if isinstance(e, ai.UsageUpdate)]) == 1
+
+
+def _check_failure(item: Interaction, exp: Expected, run: Replay) -> None:
+    assert exp.error is not None
+    error = run.error
+    if exp.has_content and item.request.wants_stream:
+        assert type(error) is exp.error.type, repr(error)
+        assert isinstance(error, ai.ProviderError)
+        assert error.phase == "stream" and error.provider == PID
+        assert _usage_seen(run.events) == exp.expected_usage()
+        shown = "".join(e.text for e in run.events if isinstance(e, ai.TextDelta))
+        assert shown == exp.text
+        check_ordering(run.events, ended=False)
+        return
+    assert isinstance(error, ai.AllTargetsFailedError), repr(error)
+    (attempt,) = error.attempts
+    info = attempt.error
+    assert info is not None
+    assert info.type_name == exp.error.type.__name__, info
+    assert info.http_status == exp.error.http_status
+    assert info.provider == PID
+    if exp.error.message:
+        assert exp.error.message[:80] in info.detail
+    if item.request.wants_stream:
+        assert [type(e) for e in run.events] == [ai.TimingMark, ai.AttemptFailed]
+
+
+@pytest.mark.parametrize("item", _params(STREAMED))
+def test_replay_split_reads_match_whole_body(item: Interaction) -> None:
+    """Framing must not depend on where the network splits the bytes."""
+    whole = replay(item)
+    split = replay(item, chunk_size=7)
+    assert (whole.error is None) == (split.error is None)
+    assert whole.result is not None and split.result is not None
+    for name in ("text", "reasoning", "tool_calls", "finish_reason", "usage", "warnings"):
+        assert getattr(split.result, name) == getattr(whole.result, name), name
+
+
+def _cut_before_terminal(item: Interaction) -> Interaction:
+    """The same recording with the terminal event and everything after it removed."""
+    body = item.response.body
+    at = max(body.rfind(b"event: response.completed"), body.rfind(b'data: {"type":"response.c'))
+    assert at > 0, f"{item.id}: no terminal event found"
+    return replace(item, response=replace(item.response, body=body[:at]))
+
+
+@pytest.mark.parametrize("item", _params(STREAMED))
+def test_replay_without_terminal_event_fails(item: Interaction) -> None:
+    """The terminal event is the sentinel *and* the finish: without it the stream failed.
+
+    Whatever content arrived was shown, no `StreamEnded` claims a completion, and the
+    failure is a `StreamError` (raised after content, an attempt failure before it).
+    """
+    cut = _cut_before_terminal(item)
+    assert expected_from(cut).status is None
+    run = replay(cut)
+    assert run.result is None
+    if any(isinstance(e, ai.TextDelta | ai.ToolCallDelta | ai.ReasoningDelta) for e in run.events):
+        assert type(run.error) is ai.StreamError, repr(run.error)
+    else:
+        assert isinstance(run.error, ai.AllTargetsFailedError), repr(run.error)
+        assert run.error.attempts[0].error is not None
+        assert run.error.attempts[0].error.type_name == "StreamError"
+    check_ordering(run.events, ended=False)
+
+
+def test_openrouter_done_line_is_never_needed() -> None:
+    """OpenRouter appends `data: [DONE]`; cutting it off changes nothing (no warning)."""
+    if _WIRE_DIR is None:
+        pytest.skip(_WIRE_WHY)
+    (item,) = [i for i in STREAMED if i.request.url.host == "openrouter.ai"]
+    body = item.response.body
+    assert body.rstrip().endswith(b"data: [DONE]"), "the recording changed"
+    cut = replace(item, response=replace(item.response, body=body[: body.rfind(b"data: [DONE]")]))
+    with_done, without = replay(item), replay(cut)
+    assert with_done.result is not None and without.result is not None
+    assert without.result.text == with_done.result.text == "4"
+    assert without.result.reasoning == with_done.result.reasoning
+    assert without.result.reasoning.startswith("The user asks")
+    assert without.result.warnings == () == with_done.result.warnings
+
+
+def test_the_recordings_cover_the_expected_ground() -> None:
+    """Guard against the filter silently matching nothing (or the folder shrinking)."""
+    if _WIRE_DIR is None:
+        pytest.skip(_WIRE_WHY)
+    assert len({i.cassette for i in RESPONSES}) >= 10
+    assert len(RESPONSES) >= 18
+    assert any(i.response.status >= 400 for i in RESPONSES)
+    assert len(STREAMED) >= 9
+    assert any(not i.request.wants_stream and i.response.status < 400 for i in RESPONSES)
+    assert {i.request.url.host for i in RESPONSES} >= {"api.openai.com", "openrouter.ai"}
+    kinds = {
+        ev["type"] for i in STREAMED for ev in sse_json(i.response.body)[0] if isinstance(ev, dict)
+    }
+    assert {
+        "response.function_call_arguments.delta",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_text.delta",
+        "response.output_text.delta",
+        "response.completed",
+    } <= kinds
+    expectations = [expected_from(i) for i in RESPONSES]
+    assert any(e.calls and len(e.calls) > 1 for e in expectations)
+    assert any(e.finish_reason == "tool_calls" for e in expectations if e.error is None)
+    assert any(
+        (e.usage or {}).get("input_tokens_details", {}).get("cached_tokens") for e in expectations
+    )
