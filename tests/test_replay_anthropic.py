@@ -1,0 +1,578 @@
+"""Replay real Anthropic Messages recordings through the Anthropic adapter.
+
+Every interaction in the shared recordings whose request went to `…/v1/messages`
+(simonw/llm-anthropic and pydantic-ai cassettes) is served back through the `transport`
+seam. Each call is rebuilt from the recorded request (messages, sampling, tools, thinking
+budget), so the body the adapter sends can be compared with the recorded one, and the
+result is compared with what the recorded response says. Expected values are computed
+here from the recorded events, without the adapter's code: text, reasoning, tool calls
+(client `tool_use` blocks only; server-side `server_tool_use` blocks are not calls),
+usage merged across `message_start` and `message_delta`, the finish reason, and the
+typed error for error statuses.
+
+Multi-turn recordings are replayed as conversations: the second request is built from
+the first result with `assistant_message`, so the thinking signature and the server-tool
+blocks must survive the round trip to match what the recording sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+import pytest
+from wire import Interaction, find_wire_dir, interactions, replay_transport, sse_frames
+
+import anyinfer as ai
+from anyinfer._providers.anthropic import assistant_message, content_blocks
+
+# --- the recordings -------------------------------------------------------------------------
+
+_WIRE_DIR, _WIRE_WHY = find_wire_dir()
+MESSAGES = (
+    interactions(_WIRE_DIR, lambda i: i.protocol == "anthropic_messages") if _WIRE_DIR else []
+)
+# Anthropic exchanges with another endpoint (token counting): their error bodies still
+# speak the protocol's error shape.
+OTHER = (
+    interactions(
+        _WIRE_DIR,
+        lambda i: i.request.url.host == "api.anthropic.com" and i.protocol is None,
+    )
+    if _WIRE_DIR
+    else []
+)
+STREAMED = [i for i in MESSAGES if i.request.wants_stream and i.response.status < 400]
+
+
+def _params(items: list[Interaction]) -> list[Any]:
+    if _WIRE_DIR is None:
+        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=_WIRE_WHY))]
+    if not items:
+        reason = f"no Anthropic Messages recordings under {_WIRE_DIR}"
+        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=reason))]
+    return [pytest.param(item, id=item.id) for item in items]
+
+
+def _one(name: str, index: int) -> Interaction:
+    found = [i for i in MESSAGES if i.cassette.name == name and i.index == index]
+    if not found:
+        pytest.skip(f"recording {name}#{index} not found" if _WIRE_DIR else _WIRE_WHY)
+    return found[0]
+
+
+# --- expected values, straight from the recorded body --------------------------------------
+
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+_ANTHROPIC_USAGE = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cache_read_input_tokens": "cache_read_tokens",
+    "cache_creation_input_tokens": "cache_write_tokens",
+}
+
+
+@dataclass
+class ExpectedCall:
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass
+class Expected:
+    """What one recorded response says, independent of the adapter."""
+
+    text: str = ""
+    reasoning: str = ""
+    calls: list[ExpectedCall] = field(default_factory=list)
+    stop_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    usage_reports: int = 0
+    sentinel: bool = False
+    signatures: list[str] = field(default_factory=list)
+    error_type: str | None = None
+    http_status: int | None = None
+    error_message: str = ""
+
+    @property
+    def finish_reason(self) -> str:
+        if self.stop_reason is None:
+            return "stop"
+        return _FINISH.get(self.stop_reason, "other")
+
+    def tool_calls(self) -> list[ai.ToolCall]:
+        out = []
+        for n, call in enumerate(self.calls):
+            text = call.arguments.strip()
+            out.append(
+                ai.ToolCall(
+                    call.id or f"call_{n}", call.name or "", json.loads(text) if text else {}
+                )
+            )
+        return out
+
+    def expected_usage(self) -> ai.Usage:
+        return ai.Usage(**self.usage).normalized()  # type: ignore[arg-type]
+
+
+def _fold_usage(exp: Expected, usage: dict[str, Any] | None) -> None:
+    if not usage:
+        return
+    exp.usage_reports += 1
+    for wire, name in _ANTHROPIC_USAGE.items():
+        if isinstance(usage.get(wire), int):
+            exp.usage[name] = usage[wire]
+    thinking = (usage.get("output_tokens_details") or {}).get("thinking_tokens")
+    if isinstance(thinking, int):
+        exp.usage["reasoning_tokens"] = thinking
+
+
+def _error_class(status: int | None, error_type: str, message: str) -> str:
+    if "prompt is too long" in message.lower():
+        return "ContextWindowError"
+    by_type = {
+        "authentication_error": "AuthenticationError",
+        "permission_error": "AuthenticationError",
+        "not_found_error": "ModelNotFoundError",
+        "rate_limit_error": "RateLimitError",
+        "overloaded_error": "OverloadedError",
+    }
+    if error_type in by_type:
+        return by_type[error_type]
+    return {401: "AuthenticationError", 404: "ModelNotFoundError", 429: "RateLimitError"}.get(
+        status or 0, "ProviderError"
+    )
+
+
+def expected_from(item: Interaction) -> Expected:
+    """Everything the recorded response says, computed from its body alone."""
+    exp = Expected()
+    resp = item.response
+    if resp.status >= 400:
+        err = (resp.json or {}).get("error") or {}
+        exp.http_status = resp.status
+        exp.error_message = str(err.get("message") or "")
+        exp.error_type = _error_class(resp.status, str(err.get("type")), exp.error_message)
+        return exp
+    tool_blocks: dict[int, ExpectedCall] = {}
+    signatures: dict[int, str] = {}
+    for frame in sse_frames(resp.body):
+        event = json.loads(frame.data)
+        kind = event["type"]
+        if kind == "message_start":
+            _fold_usage(exp, event["message"].get("usage"))
+        elif kind == "content_block_start":
+            block = event["content_block"]
+            if block["type"] == "tool_use":
+                call = ExpectedCall(block.get("id"), block.get("name"))
+                tool_blocks[event["index"]] = call
+                exp.calls.append(call)
+            elif block["type"] == "text":
+                exp.text += block.get("text") or ""
+        elif kind == "content_block_delta":
+            delta = event["delta"]
+            if delta["type"] == "text_delta":
+                exp.text += delta["text"]
+            elif delta["type"] == "thinking_delta":
+                exp.reasoning += delta["thinking"]
+            elif delta["type"] == "signature_delta":
+                signatures[event["index"]] = signatures.get(event["index"], "") + delta["signature"]
+            elif delta["type"] == "input_json_delta" and event["index"] in tool_blocks:
+                tool_blocks[event["index"]].arguments += delta["partial_json"]
+        elif kind == "message_delta":
+            exp.stop_reason = event["delta"].get("stop_reason") or exp.stop_reason
+            _fold_usage(exp, event.get("usage"))
+        elif kind == "message_stop":
+            exp.sentinel = True
+            break
+        elif kind == "error":
+            err = event["error"]
+            exp.error_message = err["message"]
+            exp.error_type = _error_class(None, err["type"], err["message"])
+            break
+    exp.signatures = [signatures[i] for i in sorted(signatures)]
+    return exp
+
+
+# --- rebuilding the call from the recorded request -----------------------------------------
+
+_EFFORT_BY_BUDGET = {1024: "low", 4096: "medium", 16384: "high"}
+
+
+@dataclass
+class Call:
+    """The AnyInfer call that should produce the recorded request."""
+
+    messages: list[ai.Message]
+    sampling: ai.Sampling
+    tools: list[ai.ToolSpec]
+    reasoning: str | None
+    provider_options: dict[str, Any]
+
+
+def _message_from(m: dict[str, Any]) -> list[ai.Message]:
+    content = m["content"]
+    if m["role"] == "user":
+        if isinstance(content, str):
+            return [ai.Message.user(content)]
+        if all(b["type"] == "tool_result" for b in content):
+            return [
+                ai.Message.tool_result(
+                    b["tool_use_id"], b["content"], is_error=bool(b.get("is_error"))
+                )
+                for b in content
+            ]
+        assert all(b["type"] == "text" for b in content), content
+        return [ai.Message.user([ai.TextContent(b["text"]) for b in content])]
+    if isinstance(content, list) and all(b["type"] == "text" for b in content):
+        return [ai.Message("assistant", tuple(ai.TextContent(b["text"]) for b in content))]
+    return [ai.Message("assistant", "", provider_data={"anthropic": {"content": content}})]
+
+
+def call_for(recorded: dict[str, Any]) -> Call:
+    messages: list[ai.Message] = []
+    if isinstance(recorded.get("system"), str):
+        messages.append(ai.Message.system(recorded["system"]))
+    for m in recorded["messages"]:
+        messages.extend(_message_from(m))
+    sampling = ai.Sampling(
+        max_output_tokens=recorded.get("max_tokens"),
+        temperature=recorded.get("temperature"),
+        top_p=recorded.get("top_p"),
+        stop=tuple(recorded.get("stop_sequences") or ()),
+    )
+    options: dict[str, Any] = {}
+    tools: list[ai.ToolSpec] = []
+    for tool in recorded.get("tools") or []:
+        if "input_schema" in tool and tool.get("type", "custom") == "custom":
+            tools.append(
+                ai.ToolSpec(tool["name"], tool.get("description", ""), tool["input_schema"])
+            )
+        else:
+            options["tools"] = recorded["tools"]  # server tools: sent as given
+    reasoning = None
+    thinking = recorded.get("thinking")
+    if thinking:
+        effort = _EFFORT_BY_BUDGET.get(thinking.get("budget_tokens", 0))
+        if thinking.get("type") == "enabled" and effort:
+            reasoning = effort
+        else:
+            options["thinking"] = thinking
+    for key in ("output_config", "metadata", "top_k"):
+        if key in recorded:
+            options[key] = recorded[key]
+    return Call(messages, sampling, tools, reasoning, options)
+
+
+# --- replaying -------------------------------------------------------------------------------
+
+
+@dataclass
+class Replay:
+    events: list[Any]
+    result: ai.Generation | None
+    error: BaseException | None
+    requests: list[httpx.Request]
+
+
+def _base_url(item: Interaction) -> str:
+    url = item.request.url
+    return str(url.copy_with(path=url.path[: -len("/messages")], query=None))
+
+
+def replay(
+    item: Interaction,
+    *,
+    chunk_size: int | None = None,
+    messages: list[ai.Message] | None = None,
+) -> Replay:
+    """Serve `item` to the Anthropic adapter, called the way the recording was made."""
+    recorded = item.request.json or {}
+    call = call_for(recorded)
+    transport = replay_transport([item], chunk_size=chunk_size)
+    settings = ai.ProviderSettings(
+        "anthropic", api_key="sk-ant-replay", base_url=_base_url(item), transport=transport
+    )
+    route = ai.Route(f"anthropic:{recorded['model']}", retry=ai.RetryPolicy(max_retries=0))
+    kwargs: dict[str, Any] = {
+        "route": route,
+        "sampling": call.sampling,
+        "tools": call.tools,
+        "reasoning": call.reasoning,
+        "provider_options": {"anthropic": call.provider_options},
+    }
+    events: list[Any] = []
+
+    async def run() -> Replay:
+        result = error = None
+        async with ai.AsyncClient([settings], retain_raw=True) as client:
+            try:
+                if item.request.wants_stream:
+                    async with client.stream(messages or call.messages, **kwargs) as st:
+                        async for event in st:
+                            events.append(event)
+                    result = st.result
+                else:
+                    result = await client.generate(messages or call.messages, **kwargs)
+            except ai.AnyInferError as exc:
+                error = exc
+        transport.assert_all_used()
+        return Replay(events, result, error, transport.requests)
+
+    return asyncio.run(run())
+
+
+# --- checks ----------------------------------------------------------------------------------
+
+_CONTENT = (ai.TextDelta, ai.ReasoningDelta, ai.ToolCallDelta)
+
+
+def check_ordering(events: list[Any], *, ended: bool) -> None:
+    """The event-stream grammar for one single-target attempt."""
+    assert events and events[0] == ai.TimingMark("attempt_start", 0.0)
+    firsts = [
+        i for i, e in enumerate(events) if isinstance(e, ai.TimingMark) and e.name == "first_token"
+    ]
+    content = [i for i, e in enumerate(events) if isinstance(e, _CONTENT)]
+    assert firsts == ([content[0] - 1] if content else [])
+    endings = [i for i, e in enumerate(events) if isinstance(e, ai.StreamEnded)]
+    assert endings == ([len(events) - 1] if ended else [])
+
+
+def check_events_match_result(events: list[Any], result: ai.Generation) -> None:
+    assert "".join(e.text for e in events if isinstance(e, ai.TextDelta)) == result.text
+    assert "".join(e.text for e in events if isinstance(e, ai.ReasoningDelta)) == result.reasoning
+    joined: dict[int, str] = {}
+    for e in events:
+        if isinstance(e, ai.ToolCallDelta):
+            joined[e.index] = joined.get(e.index, "") + e.arguments_fragment
+    parsed = [json.loads(joined[i].strip() or "{}") for i in sorted(joined)]
+    assert parsed == [dict(c.arguments) for c in result.tool_calls]
+    merged = ai.Usage()
+    for e in events:
+        if isinstance(e, ai.UsageUpdate):
+            merged = merged.merge(e.usage)
+    assert merged.normalized() == result.usage
+
+
+# Typographic characters the pydantic-ai recorder flattened in request bodies only.
+_FLATTENED = str.maketrans({"\u2013": "-", "\u2019": "'"})
+
+
+def _flatten(value: Any) -> Any:
+    return json.loads(json.dumps(value, ensure_ascii=False).translate(_FLATTENED))
+
+
+def check_request(item: Interaction, sent: list[httpx.Request]) -> None:
+    """One POST to the recorded path whose body maps the call as the recording did."""
+    assert len(sent) == 1
+    request = sent[0]
+    assert request.method == "POST"
+    assert request.url.path == item.request.path
+    assert request.headers["x-api-key"] == "sk-ant-replay"
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    body = json.loads(request.content)
+    recorded = item.request.json or {}
+    assert body.get("stream", False) is item.request.wants_stream
+    for key in ("model", "max_tokens", "system", "temperature", "top_p", "stop_sequences"):
+        assert body.get(key) == recorded.get(key), key
+    assert _flatten(body["messages"]) == _flatten(recorded["messages"])
+    thinking = recorded.get("thinking")
+    if thinking and thinking.get("type") == "enabled":
+        assert body["thinking"] == {"type": "enabled", "budget_tokens": thinking["budget_tokens"]}
+    else:
+        assert body.get("thinking") == thinking
+    sent_tools = body.get("tools") or []
+    recorded_tools = recorded.get("tools") or []
+    assert len(sent_tools) == len(recorded_tools)
+    for mine, theirs in zip(sent_tools, recorded_tools):
+        if "input_schema" in theirs:  # a function tool: our mapping, empty description omitted
+            assert mine["name"] == theirs["name"]
+            assert mine.get("description", "") == theirs.get("description", "")
+            assert mine["input_schema"] == theirs["input_schema"]
+        else:
+            assert mine == theirs
+    assert body.get("output_config") == recorded.get("output_config")
+    extra = set(body) - set(recorded) - {"tool_choice"}
+    assert not extra, f"sent fields the recording did not: {extra}"
+
+
+# --- the tests -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("item", _params(MESSAGES))
+def test_replay_matches_recording(item: Interaction) -> None:
+    exp = expected_from(item)
+    run = replay(item)
+    check_request(item, run.requests)
+    if exp.error_type is not None:
+        assert run.result is None
+        error = run.error
+        assert isinstance(error, ai.AllTargetsFailedError), repr(error)
+        info = error.attempts[0].error
+        assert info is not None
+        assert info.type_name == exp.error_type, info
+        assert info.http_status == exp.http_status
+        assert info.provider == "anthropic"
+        assert exp.error_message[:60] in info.detail
+        return
+    assert run.error is None, repr(run.error)
+    result = run.result
+    assert result is not None
+    assert result.text == exp.text
+    assert result.reasoning == exp.reasoning
+    assert list(result.tool_calls) == exp.tool_calls()
+    assert result.finish_reason == exp.finish_reason
+    assert result.usage == exp.expected_usage()
+    assert not result.warnings
+    assert [a.outcome for a in result.attempts] == ["ok"]
+    if item.request.wants_stream:
+        assert exp.sentinel
+        check_ordering(run.events, ended=True)
+        check_events_match_result(run.events, result)
+        updates = [e for e in run.events if isinstance(e, ai.UsageUpdate)]
+        assert len(updates) == exp.usage_reports  # message_start and message_delta
+
+
+@pytest.mark.parametrize("item", _params(STREAMED))
+def test_replay_split_reads_match_whole_body(item: Interaction) -> None:
+    """Framing must not depend on where the network splits the bytes."""
+    whole = replay(item)
+    split = replay(item, chunk_size=7)
+    assert whole.result is not None and split.result is not None
+    for name in ("text", "reasoning", "tool_calls", "finish_reason", "usage", "warnings", "raw"):
+        assert getattr(split.result, name) == getattr(whole.result, name), name
+
+
+def _cut_before(item: Interaction, event: bytes) -> Interaction:
+    body = item.response.body
+    at = body.rfind(b"event: " + event)
+    assert at >= 0
+    return replace(item, response=replace(item.response, body=body[:at]))
+
+
+@pytest.mark.parametrize("item", _params(STREAMED))
+def test_replay_without_message_stop_follows_trailing_usage_rule(item: Interaction) -> None:
+    """Cut `message_stop` off: the stop reason had arrived, so success with a warning."""
+    cut = _cut_before(item, b"message_stop")
+    exp = expected_from(cut)
+    run = replay(cut)
+    assert run.error is None, repr(run.error)
+    result = run.result
+    assert result is not None
+    assert result.finish_reason == exp.finish_reason
+    assert result.text == exp.text
+    assert result.usage == exp.expected_usage()
+    assert any(w.startswith("usage may be incomplete") for w in result.warnings)
+    check_ordering(run.events, ended=True)
+
+
+@pytest.mark.parametrize("item", _params(STREAMED))
+def test_replay_without_message_delta_fails_but_flushes_usage(item: Interaction) -> None:
+    """Cut before `message_delta`: no stop reason, so the stream fails, input usage shown."""
+    cut = _cut_before(item, b"message_delta")
+    exp = expected_from(cut)
+    run = replay(cut)
+    assert run.result is None
+    error = run.error
+    if exp.text or exp.reasoning or exp.calls:
+        assert type(error) is ai.StreamError, repr(error)
+    else:  # the refusal recording: no content, so the attempt fails and routing gives up
+        assert isinstance(error, ai.AllTargetsFailedError), repr(error)
+    merged = ai.Usage()
+    for e in run.events:
+        if isinstance(e, ai.UsageUpdate):
+            merged = merged.merge(e.usage)
+    assert merged.normalized() == exp.expected_usage()
+    assert merged.input_tokens is not None
+    check_ordering(run.events, ended=False)
+
+
+@pytest.mark.parametrize("item", _params([i for i in STREAMED if expected_from(i).signatures]))
+def test_thinking_signatures_survive_in_raw(item: Interaction) -> None:
+    exp = expected_from(item)
+    run = replay(item)
+    assert run.result is not None
+    blocks = content_blocks(run.result.raw)
+    kept = [b["signature"] for b in blocks if b["type"] == "thinking"]
+    assert kept == exp.signatures
+    thinking = "".join(b["thinking"] for b in blocks if b["type"] == "thinking")
+    assert thinking == exp.reasoning
+
+
+def test_tool_chain_with_thinking_round_trips_the_signature() -> None:
+    """llm-anthropic: turn 2 must carry turn 1's signed thinking block and tool_use."""
+    first = _one("test_fixed_version_tool_chain_with_thinking_display_regression.yaml", 0)
+    second = _one("test_fixed_version_tool_chain_with_thinking_display_regression.yaml", 1)
+    run1 = replay(first)
+    assert run1.result is not None
+    assert run1.result.finish_reason == "tool_calls"
+    (call,) = run1.result.tool_calls
+    question = first.request.json["messages"][0]["content"][0]["text"]
+    recorded_result = second.request.json["messages"][2]["content"][0]["content"]
+    conversation = [
+        ai.Message.user([ai.TextContent(question)]),
+        assistant_message(run1.result),
+        ai.Message.tool_result(call.id, recorded_result),
+    ]
+    run2 = replay(second, messages=conversation)
+    check_request(second, run2.requests)  # messages identical to the recorded ones
+    assert run2.result is not None
+    assert run2.result.text == expected_from(second).text
+
+
+def test_pause_turn_continuation_sends_the_paused_content_back() -> None:
+    """pydantic-ai: a `pause_turn` turn is resumed by sending its content back verbatim."""
+    first = _one("test_pause_turn_web_search_streaming_vcr.yaml", 0)
+    second = _one("test_pause_turn_web_search_streaming_vcr.yaml", 1)
+    run1 = replay(first)
+    assert run1.result is not None
+    assert run1.result.finish_reason == "other"  # pause_turn passes through
+    assert run1.result.tool_calls == ()  # web searches run at Anthropic
+    question = first.request.json["messages"][0]["content"][0]["text"]
+    conversation = [ai.Message.user([ai.TextContent(question)]), assistant_message(run1.result)]
+    run2 = replay(second, messages=conversation)
+    check_request(second, run2.requests)
+    assert run2.result is not None
+    assert run2.result.finish_reason == "stop"
+
+
+def test_count_tokens_error_body_maps_like_a_messages_error() -> None:
+    """The token-counting 404 uses the same error shape: served to a messages request."""
+    if not OTHER:
+        pytest.skip(_WIRE_WHY if _WIRE_DIR is None else "no count_tokens recording")
+    for item in OTHER:
+        served = replace(
+            item, request=replace(item.request, uri="https://api.anthropic.com/v1/messages")
+        )
+        run = replay(served)
+        error = run.error
+        assert isinstance(error, ai.AllTargetsFailedError), repr(error)
+        info = error.attempts[0].error
+        assert info is not None
+        assert info.type_name == "ModelNotFoundError"
+        assert info.http_status == 404
+
+
+def test_the_recordings_cover_the_expected_ground() -> None:
+    """Guard against the filter silently matching nothing (or the folder shrinking)."""
+    if _WIRE_DIR is None:
+        pytest.skip(_WIRE_WHY)
+    assert len(MESSAGES) >= 14
+    stops = {expected_from(i).stop_reason for i in STREAMED}
+    assert {"end_turn", "tool_use", "stop_sequence", "refusal", "pause_turn"} <= stops
+    assert any(expected_from(i).signatures for i in STREAMED)
+    assert any(b"redacted_thinking" in i.response.body for i in STREAMED)
+    assert any(b"server_tool_use" in i.response.body for i in STREAMED)
+    assert any(i.response.status >= 400 for i in MESSAGES)
