@@ -1,0 +1,355 @@
+"""Telemetry: typed events about what happened around each request, for observers.
+
+Telemetry is a channel separate from the request's own event stream. The client emits one
+`RequestStarted`, then per routing attempt an `AttemptStarted`, a `FirstToken` when
+content begins, `UsageReported` as usage arrives and an `AttemptEnded`, and finally one
+`RequestEnded` carrying usage, cost and outcome. Every event carries the caller's
+`metadata`.
+
+Privacy is the default: prompt text, response text and tool-call arguments travel only
+to observers subscribed with `payloads=True`. Everyone else receives the same events with
+those fields set to `None`. Whatever an observer receives has been through redaction, so
+a registered secret never reaches one.
+
+An observer that raises is contained: the error is logged once per observer and error
+type on the `anyinfer` logger, and the request carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import Protocol, TypeAlias, runtime_checkable
+
+from ._messages import Message, TextContent
+from ._redact import redact, redact_value
+from ._types import ErrorInfo, FinishReason, Outcome, ResolvedTarget, Timing, ToolCall, Usage
+
+__all__ = [
+    "AttemptEnded",
+    "AttemptStarted",
+    "FirstToken",
+    "Observer",
+    "RequestEnded",
+    "RequestStarted",
+    "Telemetry",
+    "TelemetryEvent",
+    "UsageReported",
+    "new_request_id",
+]
+
+logger = logging.getLogger("anyinfer")
+
+
+def new_request_id() -> str:
+    """A fresh, unique request id."""
+    return uuid.uuid4().hex
+
+
+def _no_metadata() -> Mapping[str, str]:
+    return {}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestStarted:
+    """A request was accepted and is about to be routed.
+
+    Attributes:
+        request_id: Correlates every event of one request.
+        metadata: The caller's `metadata` for the request.
+        targets: The route's targets as given, in order (aliases unresolved).
+        stream: Whether the caller asked for a stream.
+        messages: The conversation; payload observers only.
+    """
+
+    request_id: str
+    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
+    targets: tuple[str, ...] = ()
+    stream: bool = False
+    messages: tuple[Message, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptStarted:
+    """One routing attempt is being sent.
+
+    Attributes:
+        request_id: Correlates every event of one request.
+        metadata: The caller's `metadata` for the request.
+        target: Where this attempt goes.
+        attempt: 1-based attempt number within the request.
+    """
+
+    request_id: str
+    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
+    target: ResolvedTarget
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FirstToken:
+    """The first content (text, reasoning or tool-call) of an attempt arrived.
+
+    Attributes:
+        request_id: Correlates every event of one request.
+        metadata: The caller's `metadata` for the request.
+        target: The attempt's target.
+        at_ms: Milliseconds since the attempt started.
+    """
+
+    request_id: str
+    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
+    target: ResolvedTarget
+    at_ms: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageReported:
+    """The provider reported usage (possibly partial; may repeat within an attempt).
+
+    Attributes:
+        request_id: Correlates every event of one request.
+        metadata: The caller's `metadata` for the request.
+        target: The attempt's target.
+        usage: The report as received.
+    """
+
+    request_id: str
+    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
+    target: ResolvedTarget
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptEnded:
+    """One routing attempt finished, well or badly.
+
+    Attributes:
+        request_id: Correlates every event of one request.
+        metadata: The caller's `metadata` for the request.
+        target: The attempt's target.
+        outcome: How it ended.
+        error: The redacted failure, for attempts that did not succeed.
+        timing: Its measured timing, when it got far enough to have any.
+        usage: Everything the provider reported for this attempt, merged — including
+            usage flushed from a failed attempt.
+    """
+
+    request_id: str
+    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
+    target: ResolvedTarget
+    outcome: Outcome
+    error: ErrorInfo | None = None
+    timing: Timing | None = None
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestEnded:
+    """The request finished: the last event of every request.
+
+    Attributes:
+        request_id: Correlates every event of one request.
+        metadata: The caller's `metadata` for the request.
+        ok: Whether it produced a result.
+        target: The target that produced the result; `None` on failure.
+        usage: The result's usage (on failure, the last attempt's).
+        cost_usd: The call's cost, when pricing is known.
+        timing: The winning attempt's timing.
+        error: The redacted failure, when `ok` is false.
+        finish_reason: Why generation stopped, on success.
+        text: The response text; payload observers only.
+        tool_calls: The tool calls, arguments included; payload observers only.
+    """
+
+    request_id: str
+    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
+    ok: bool
+    target: ResolvedTarget | None = None
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: Decimal | None = None
+    timing: Timing | None = None
+    error: ErrorInfo | None = None
+    finish_reason: FinishReason | None = None
+    text: str | None = None
+    tool_calls: tuple[ToolCall, ...] | None = None
+
+
+TelemetryEvent: TypeAlias = (
+    RequestStarted | AttemptStarted | FirstToken | UsageReported | AttemptEnded | RequestEnded
+)
+"""Any telemetry event."""
+
+
+@runtime_checkable
+class Observer(Protocol):
+    """A telemetry sink. Called synchronously, in event order, on the client's loop.
+
+    Keep `on_event` quick: hand slow work (network export) to a queue or thread.
+    """
+
+    def on_event(self, event: TelemetryEvent) -> None:
+        """Receive one event."""
+        ...
+
+
+# --- privacy -------------------------------------------------------------------------
+
+
+def _redact_message(message: Message) -> Message:
+    content: str | tuple[object, ...]
+    if isinstance(message.content, str):
+        content = redact(message.content)
+    else:
+        content = tuple(
+            TextContent(redact(p.text)) if isinstance(p, TextContent) else p
+            for p in message.content
+        )
+    return replace(
+        message,
+        content=content,
+        tool_calls=tuple(_redact_call(c) for c in message.tool_calls),
+        provider_data={},
+    )
+
+
+def _redact_call(call: ToolCall) -> ToolCall:
+    return ToolCall(call.id, call.name, redact_value(dict(call.arguments)))
+
+
+def _redact_metadata(metadata: Mapping[str, str]) -> Mapping[str, str]:
+    return {k: redact(v) for k, v in metadata.items()}
+
+
+def with_payloads(event: TelemetryEvent) -> TelemetryEvent:
+    """The event as a payload observer sees it: payload kept, secrets redacted."""
+    if isinstance(event, RequestStarted):
+        messages = event.messages
+        return replace(
+            event,
+            metadata=_redact_metadata(event.metadata),
+            messages=None if messages is None else tuple(_redact_message(m) for m in messages),
+        )
+    if isinstance(event, RequestEnded):
+        return replace(
+            event,
+            metadata=_redact_metadata(event.metadata),
+            text=None if event.text is None else redact(event.text),
+            tool_calls=None
+            if event.tool_calls is None
+            else tuple(_redact_call(c) for c in event.tool_calls),
+        )
+    return replace(event, metadata=_redact_metadata(event.metadata))
+
+
+def without_payloads(event: TelemetryEvent) -> TelemetryEvent:
+    """The event as a payload-free observer sees it: no prompt, response or arguments."""
+    if isinstance(event, RequestStarted):
+        return replace(event, metadata=_redact_metadata(event.metadata), messages=None)
+    if isinstance(event, RequestEnded):
+        return replace(event, metadata=_redact_metadata(event.metadata), text=None, tool_calls=None)
+    return replace(event, metadata=_redact_metadata(event.metadata))
+
+
+# --- dispatch ------------------------------------------------------------------------
+
+
+class _Subscription:
+    __slots__ = ("logged", "observer", "payloads")
+
+    def __init__(self, observer: Observer, payloads: bool) -> None:
+        self.observer = observer
+        self.payloads = payloads
+        self.logged: set[type[BaseException]] = set()
+
+
+class Telemetry:
+    """Delivers telemetry events to subscribed observers.
+
+    Cheap when nobody listens: `emit` takes a factory and builds nothing unless an
+    observer is subscribed. Subscribing and unsubscribing are thread-safe and take
+    effect for the next event.
+
+    Args:
+        observers: Observers to subscribe payload-free from the start.
+    """
+
+    def __init__(self, observers: Sequence[Observer] = ()) -> None:
+        self._lock = threading.Lock()
+        self._subs: tuple[_Subscription, ...] = ()
+        for observer in observers:
+            self.subscribe(observer)
+
+    @property
+    def active(self) -> bool:
+        """Whether any observer is subscribed."""
+        return bool(self._subs)
+
+    @property
+    def wants_payloads(self) -> bool:
+        """Whether any subscribed observer asked for payloads."""
+        return any(s.payloads for s in self._subs)
+
+    def subscribe(self, observer: Observer, *, payloads: bool = False) -> None:
+        """Register an observer; subscribing one again updates its `payloads` choice.
+
+        Raises:
+            TypeError: If `observer` has no `on_event` method.
+        """
+        if not callable(getattr(observer, "on_event", None)):
+            raise TypeError(f"{type(observer).__name__} is not an Observer (no on_event method)")
+        with self._lock:
+            subs = [s for s in self._subs if s.observer is not observer]
+            subs.append(_Subscription(observer, payloads))
+            self._subs = tuple(subs)
+
+    def unsubscribe(self, observer: Observer) -> None:
+        """Remove an observer; removing one that is not subscribed does nothing."""
+        with self._lock:
+            self._subs = tuple(s for s in self._subs if s.observer is not observer)
+
+    def emit(self, factory: Callable[[], TelemetryEvent]) -> None:
+        """Build an event and deliver it to every observer.
+
+        Args:
+            factory: Builds the full event (payload fields filled in). Called only when
+                an observer is subscribed, and at most once.
+        """
+        subs = self._subs
+        if not subs:
+            return
+        event = factory()
+        full: TelemetryEvent | None = None
+        bare: TelemetryEvent | None = None
+        for sub in subs:
+            if sub.payloads:
+                if full is None:
+                    full = with_payloads(event)
+                delivered = full
+            else:
+                if bare is None:
+                    bare = without_payloads(event)
+                delivered = bare
+            try:
+                sub.observer.on_event(delivered)
+            except Exception as exc:
+                self._contain(sub, exc)
+
+    @staticmethod
+    def _contain(sub: _Subscription, exc: Exception) -> None:
+        kind = type(exc)
+        if kind in sub.logged:
+            return
+        sub.logged.add(kind)
+        logger.warning(
+            "telemetry observer %s raised %s: %s (ignored; further %s errors from this "
+            "observer are not logged)",
+            type(sub.observer).__name__,
+            kind.__name__,
+            redact(str(exc)),
+            kind.__name__,
+        )

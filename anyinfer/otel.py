@@ -1,0 +1,286 @@
+"""An OpenTelemetry observer following the GenAI semantic conventions.
+
+Install the extra (`pip install 'anyinfer[otel]'`), then::
+
+    from anyinfer.otel import OpenTelemetryObserver
+
+    client.subscribe(OpenTelemetryObserver())
+
+Each request becomes one client span named `chat {model}` (the model that answered, else
+the first one tried), carrying `gen_ai.operation.name`, `gen_ai.provider.name` (and the
+older `gen_ai.system`), `gen_ai.request.model`, `gen_ai.response.model`,
+`gen_ai.usage.input_tokens` / `output_tokens`, `gen_ai.response.finish_reasons` and, on
+failure, `error.type` with an error status. Failed attempts before the winning one are
+span events. Metrics: `gen_ai.client.token.usage` (per token type),
+`gen_ai.client.operation.duration` and, for streams,
+`gen_ai.client.operation.time_to_first_chunk`.
+
+The observer never records prompt or response text, whether or not it is subscribed with
+payloads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import ConfigError
+from ._telemetry import (
+    AttemptEnded,
+    AttemptStarted,
+    FirstToken,
+    RequestEnded,
+    RequestStarted,
+    TelemetryEvent,
+)
+from ._types import ResolvedTarget
+
+__all__ = ["PROVIDER_NAMES", "OpenTelemetryObserver"]
+
+PROVIDER_NAMES = {
+    "openai": "openai",
+    "openai-responses": "openai",
+    "anthropic": "anthropic",
+    "gemini": "gcp.gemini",
+}
+"""AnyInfer engine id → the semantic conventions' well-known `gen_ai.provider.name`.
+Other engines report their own id."""
+
+_OPERATION = "chat"
+_TOKEN_BUCKETS: list[float] = [
+    1,
+    4,
+    16,
+    64,
+    256,
+    1024,
+    4096,
+    16384,
+    65536,
+    262144,
+    1048576,
+    4194304,
+    16777216,
+    67108864,
+]
+_DURATION_BUCKETS: list[float] = [
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+]
+
+
+@dataclass
+class _Flight:
+    span: Any
+    started: float
+    stream: bool
+    request_model: str | None
+    provider: str | None
+    failures: list[str] = field(default_factory=list)
+
+
+def _histogram(meter: Any, name: str, unit: str, description: str, buckets: list[float]) -> Any:
+    # The bucket advisory (the conventions' recommended boundaries) arrived in
+    # opentelemetry-api 1.30; older APIs get the SDK's default boundaries.
+    try:
+        return meter.create_histogram(
+            name, unit=unit, description=description, explicit_bucket_boundaries_advisory=buckets
+        )
+    except TypeError:
+        return meter.create_histogram(name, unit=unit, description=description)
+
+
+def _split_target(target: str) -> tuple[str | None, str | None]:
+    provider, sep, model = target.partition(":")
+    if not sep:
+        return None, target or None
+    return provider, model
+
+
+def _provider_name(target: ResolvedTarget) -> str:
+    engine = target.provider_id or target.provider
+    return PROVIDER_NAMES.get(engine, engine)
+
+
+class OpenTelemetryObserver:
+    """Report requests as OpenTelemetry spans and GenAI metrics.
+
+    Args:
+        tracer_provider: Tracer provider; the global one by default.
+        meter_provider: Meter provider; the global one by default.
+
+    Raises:
+        ConfigError: If `opentelemetry-api` is not installed.
+    """
+
+    def __init__(
+        self, tracer_provider: Any | None = None, meter_provider: Any | None = None
+    ) -> None:
+        try:
+            from opentelemetry import metrics, trace
+        except ImportError:
+            raise ConfigError(
+                "OpenTelemetryObserver needs opentelemetry-api: pip install 'anyinfer[otel]'"
+            ) from None
+        from anyinfer import __version__
+
+        self._trace = trace
+        self._tracer = trace.get_tracer("anyinfer", __version__, tracer_provider=tracer_provider)
+        meter = metrics.get_meter("anyinfer", __version__, meter_provider=meter_provider)
+        self._tokens = _histogram(
+            meter,
+            "gen_ai.client.token.usage",
+            "{token}",
+            "Number of input and output tokens used.",
+            _TOKEN_BUCKETS,
+        )
+        self._duration = _histogram(
+            meter,
+            "gen_ai.client.operation.duration",
+            "s",
+            "GenAI operation duration.",
+            _DURATION_BUCKETS,
+        )
+        self._first_chunk = _histogram(
+            meter,
+            "gen_ai.client.operation.time_to_first_chunk",
+            "s",
+            "Time to receive the first chunk of a streamed response.",
+            _DURATION_BUCKETS,
+        )
+        self._lock = threading.Lock()
+        self._flights: dict[str, _Flight] = {}
+
+    def on_event(self, event: TelemetryEvent) -> None:
+        """Translate one telemetry event into spans and measurements."""
+        if isinstance(event, RequestStarted):
+            self._start(event)
+        elif isinstance(event, AttemptStarted):
+            self._attempt_started(event)
+        elif isinstance(event, FirstToken):
+            self._first_token(event)
+        elif isinstance(event, AttemptEnded):
+            self._attempt_ended(event)
+        elif isinstance(event, RequestEnded):
+            self._end(event)
+
+    def _start(self, event: RequestStarted) -> None:
+        # The first target names the span until an attempt says which model it asked;
+        # it may be an alias, so the request model waits for that attempt.
+        provider, model = _split_target(event.targets[0]) if event.targets else (None, None)
+        name = f"{_OPERATION} {model}" if model else _OPERATION
+        span = self._tracer.start_span(
+            name,
+            kind=self._trace.SpanKind.CLIENT,
+            attributes={"gen_ai.operation.name": _OPERATION},
+        )
+        flight = _Flight(span, time.monotonic(), event.stream, None, provider)
+        with self._lock:
+            self._flights[event.request_id] = flight
+
+    def _attempt_started(self, event: AttemptStarted) -> None:
+        flight = self._flight(event.request_id)
+        if flight is None or flight.request_model is not None:
+            return
+        flight.request_model = event.target.model
+        flight.provider = _provider_name(event.target)
+        flight.span.update_name(f"{_OPERATION} {event.target.model}")
+        flight.span.set_attribute("gen_ai.request.model", event.target.model)
+
+    def _flight(self, request_id: str) -> _Flight | None:
+        with self._lock:
+            return self._flights.get(request_id)
+
+    def _first_token(self, event: FirstToken) -> None:
+        flight = self._flight(event.request_id)
+        if flight is None or not flight.stream:
+            return
+        seconds = event.at_ms / 1000.0
+        flight.span.set_attribute("gen_ai.response.time_to_first_chunk", seconds)
+        self._first_chunk.record(seconds, self._metric_attributes(flight, event.target, None))
+
+    def _attempt_ended(self, event: AttemptEnded) -> None:
+        flight = self._flight(event.request_id)
+        if flight is None or event.outcome == "ok":
+            return
+        attributes: dict[str, Any] = {
+            "anyinfer.target": str(event.target),
+            "anyinfer.outcome": event.outcome,
+        }
+        if event.error is not None:
+            attributes["error.type"] = event.error.type_name
+            if event.error.http_status is not None:
+                attributes["http.response.status_code"] = event.error.http_status
+        flight.span.add_event("anyinfer.attempt_failed", attributes)
+
+    def _end(self, event: RequestEnded) -> None:
+        with self._lock:
+            flight = self._flights.pop(event.request_id, None)
+        if flight is None:
+            return
+        span = flight.span
+        target = event.target
+        if target is not None:
+            span.update_name(f"{_OPERATION} {target.model}")
+            span.set_attribute("gen_ai.provider.name", _provider_name(target))
+            span.set_attribute("gen_ai.system", _provider_name(target))
+            span.set_attribute("gen_ai.response.model", target.model)
+        elif flight.provider:
+            span.set_attribute("gen_ai.provider.name", flight.provider)
+        usage = event.usage
+        if usage.input_tokens is not None:
+            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+        if usage.output_tokens is not None:
+            span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+        if usage.cache_read_tokens is not None:
+            span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens)
+        if usage.cache_write_tokens is not None:
+            span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens)
+        if usage.reasoning_tokens is not None:
+            span.set_attribute("gen_ai.usage.reasoning.output_tokens", usage.reasoning_tokens)
+        if event.cost_usd is not None:
+            span.set_attribute("anyinfer.cost_usd", float(event.cost_usd))
+        if event.finish_reason is not None:
+            span.set_attribute("gen_ai.response.finish_reasons", [event.finish_reason])
+        error_type = None
+        if not event.ok:
+            error_type = event.error.type_name if event.error is not None else "_OTHER"
+            span.set_attribute("error.type", error_type)
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error_type))
+        attributes = self._metric_attributes(flight, target, error_type)
+        self._duration.record(time.monotonic() - flight.started, attributes)
+        for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+            if count is not None:
+                self._tokens.record(count, {**attributes, "gen_ai.token.type": kind})
+        span.end()
+
+    @staticmethod
+    def _metric_attributes(
+        flight: _Flight, target: ResolvedTarget | None, error_type: str | None
+    ) -> dict[str, Any]:
+        attributes: dict[str, Any] = {"gen_ai.operation.name": _OPERATION}
+        if target is not None:
+            attributes["gen_ai.provider.name"] = _provider_name(target)
+            attributes["gen_ai.response.model"] = target.model
+        elif flight.provider:
+            attributes["gen_ai.provider.name"] = flight.provider
+        request_model = flight.request_model or (target.model if target else None)
+        if request_model:
+            attributes["gen_ai.request.model"] = request_model
+        if error_type is not None:
+            attributes["error.type"] = error_type
+        return attributes
