@@ -69,6 +69,29 @@ from ._types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_PRICING_URL",
+    "AttemptEnded",
+    "AttemptStarted",
+    "ByteHeuristicEstimator",
+    "Catalog",
+    "ContextBudget",
+    "FirstToken",
+    "ModelCapabilities",
+    "ModelPrice",
+    "Observer",
+    "PriceTier",
+    "PricingTable",
+    "Provenance",
+    "RequestEnded",
+    "RequestStarted",
+    "TelemetryEvent",
+    "TiktokenEstimator",
+    "TokenEstimate",
+    "TokenEstimator",
+    "UsageConvention",
+    "UsageReported",
+    "afetch_pricing",
+    "fetch_pricing",
     "AcquisitionProgress",
     "AcquisitionReport",
     "CatalogView",
@@ -170,6 +193,43 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(
         ("ModelStore", "RemovalReport", "ResolvedModel", "StoreEntry", "StoredFile"),
         "._local.store",
+    ),
+    **dict.fromkeys(("ModelCapabilities", "Provenance"), "._capabilities"),
+    "Catalog": "._catalog",
+    **dict.fromkeys(
+        (
+            "DEFAULT_PRICING_URL",
+            "ModelPrice",
+            "PriceTier",
+            "PricingTable",
+            "UsageConvention",
+            "afetch_pricing",
+            "fetch_pricing",
+        ),
+        "._pricing",
+    ),
+    **dict.fromkeys(
+        (
+            "ByteHeuristicEstimator",
+            "ContextBudget",
+            "TiktokenEstimator",
+            "TokenEstimate",
+            "TokenEstimator",
+        ),
+        "._budget",
+    ),
+    **dict.fromkeys(
+        (
+            "AttemptEnded",
+            "AttemptStarted",
+            "FirstToken",
+            "Observer",
+            "RequestEnded",
+            "RequestStarted",
+            "TelemetryEvent",
+            "UsageReported",
+        ),
+        "._telemetry",
     ),
 }
 

@@ -270,7 +270,12 @@ class Catalog:
             e.g. `unknown target 'gpt4o-mini'; did you mean gpt-4o-mini?`
         """
         close = self.suggest(name, known_targets)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        hint = (
+            f"; did you mean {', '.join(close)}?"
+            if close
+            else " (not a catalog alias of a configured provider; targets look like "
+            "'provider:model')"
+        )
         return ConfigError(f"unknown target {name!r}{hint}")
 
     def __repr__(self) -> str:

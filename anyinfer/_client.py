@@ -18,7 +18,7 @@ from ._errors import (
     ContentFilterError,
     ContextWindowError,
 )
-from ._events import AttemptFailed, StreamEnded, StreamEvent, TimingMark
+from ._events import AttemptFailed, StreamEnded, StreamEvent, TimingMark, UsageUpdate
 from ._health import Breakers
 from ._messages import MessagesInput, normalize_messages
 from ._redact import register_secret
@@ -26,15 +26,20 @@ from ._request import GenerationRequest, ReasoningEffort, Sampling, ToolChoice, 
 from ._route import Route
 from ._settings import ProviderSettings
 from ._stream import AsyncStream, SyncStream, _LoopThread
-from ._types import AttemptRecord, Generation, ResolvedTarget, Target
+from ._types import AttemptRecord, Generation, ResolvedTarget, Target, Usage
 
 if TYPE_CHECKING:
     from ._adapter import Adapter, DiscoveredModel, Health
+    from ._budget import ContextBudget, TokenEstimator
+    from ._capabilities import CapabilityStore, ModelCapabilities
+    from ._catalog import Catalog
     from ._local.acquire import AcquisitionReport, ProgressSink
     from ._local.catalog import CatalogView, Posture, VariantPrefs
     from ._local.hardware import HardwareProfile
     from ._local.store import ModelStore, RemovalReport, ResolvedModel, StoreEntry
+    from ._pricing import PricingTable
     from ._registry import ProviderRegistry
+    from ._telemetry import Observer
 
 # Provider ids whose engines run local weights, and the catalog engines they serve.
 _LOCAL_ENGINES: dict[str, tuple[str, ...]] = {
@@ -90,17 +95,17 @@ class AsyncClient:
         providers: Sequence[ProviderSettings] | None = None,
         *,
         registry: ProviderRegistry | None = None,
-        catalog: Any | None = None,
+        catalog: Catalog | None = None,
         route: Route | None = None,
-        observers: Sequence[Any] | None = None,
+        observers: Sequence[Observer] | None = None,
         resolver: ResolverChain | None = None,
         retain_raw: bool = False,
         repair: Any | None = None,
         use_default_catalog: bool = True,
-        estimator: Any | None = None,
+        estimator: TokenEstimator | None = None,
         context_gate: bool = True,
-        pricing_table: Any | None = None,
-        capability_overrides: Mapping[str, Any] | None = None,
+        pricing_table: PricingTable | None = None,
+        capability_overrides: Mapping[str, ModelCapabilities] | None = None,
         model_dir: Path | None = None,
     ) -> None:
         if registry is None:
@@ -124,15 +129,123 @@ class AsyncClient:
         self._resolver = resolver if resolver is not None else ResolverChain()
         self._breakers = Breakers()
         self._retain_raw = retain_raw
-        self._catalog = catalog
+        self._catalog_arg = catalog
+        self._use_default_catalog = use_default_catalog
+        self._pricing_arg = pricing_table
+        self._overrides = dict(capability_overrides or {})
+        self._estimator = estimator
+        self._context_gate = context_gate
+        self._caps: CapabilityStore | None = None
+        from ._telemetry import Telemetry
+
+        self._telemetry = Telemetry()
+        for observer in observers or ():
+            self._telemetry.subscribe(observer)
         self._model_dir = model_dir
         self._store: Any | None = None
         self._closed = False
+        if self._overrides:
+            self._capabilities()  # validate override keys and values now, not mid-request
 
     @property
-    def catalog(self) -> Any | None:
+    def catalog(self) -> Catalog | None:
         """The alias catalog in force, if any."""
-        return self._catalog
+        if self._catalog_arg is None and self._use_default_catalog:
+            from ._catalog import Catalog
+
+            self._catalog_arg = Catalog.load_default()
+        return self._catalog_arg
+
+    @property
+    def pricing_table(self) -> PricingTable:
+        """The pricing table behind `Usage.cost_usd`."""
+        if self._pricing_arg is None:
+            from ._pricing import PricingTable
+
+            self._pricing_arg = PricingTable.default()
+        return self._pricing_arg
+
+    def _capabilities(self) -> CapabilityStore:
+        if self._caps is None:
+            from ._capabilities import CapabilityStore
+
+            self._caps = CapabilityStore(
+                catalog=self.catalog, pricing=self.pricing_table, overrides=self._overrides
+            )
+        return self._caps
+
+    def capabilities(self, target: Target) -> ModelCapabilities:
+        """What a target's model can do, assembled from every layer, with provenance.
+
+        Layers, weakest first: the bundled catalog, what the provider's discovery
+        endpoint reported (`models()`), probes (what responses showed), and
+        `capability_overrides`, which always win. `caps.source("context_window")` says
+        which layer supplied a field.
+
+        Args:
+            target: A target string or alias.
+        """
+        rt = self.resolve(target)
+        return self._capabilities().get(f"{rt.provider}:{rt.model}", provider_id=rt.provider_id)
+
+    def subscribe(self, observer: Observer, *, payloads: bool = False) -> None:
+        """Register a telemetry observer.
+
+        Args:
+            observer: The sink: anything with `on_event(event)`.
+            payloads: Opt in to prompt and response text. Off by default, so no observer
+                sees payload text it did not explicitly ask for.
+        """
+        self._telemetry.subscribe(observer, payloads=payloads)
+
+    def unsubscribe(self, observer: Observer) -> None:
+        """Remove a telemetry observer."""
+        self._telemetry.unsubscribe(observer)
+
+    def budget(
+        self,
+        messages: MessagesInput,
+        *,
+        target: Target,
+        schema: Any | None = None,
+        tools: Sequence[ToolSpec] = (),
+        sampling: Sampling | None = None,
+        output_reserve_tokens: int | None = None,
+    ) -> ContextBudget:
+        """Compute the context budget for a request without sending it.
+
+        This is the preflight calculator: apps assembling large prompts read
+        `remaining_tokens` to decide how much more material fits, instead of hand-rolling
+        window arithmetic per provider. Pure computation — no request is issued, no
+        network is touched; capabilities come from the catalog plus whatever discovery
+        or probes have already been recorded.
+
+        Args:
+            messages: The conversation as assembled so far.
+            target: The target to budget against.
+            schema: Structured-output schema the real request will carry, if any.
+            tools: Tools the real request will offer, if any.
+            sampling: Sampling controls; `max_output_tokens` shapes the output reserve.
+            output_reserve_tokens: Overrides the derived output reserve.
+
+        Returns:
+            The computed `ContextBudget`. When the target's context window is unknown,
+            the budget's verdict is `None` — never a guess.
+        """
+        from ._budget import compute_budget
+
+        rt = self.resolve(target)
+        caps = self._capabilities().get(f"{rt.provider}:{rt.model}", provider_id=rt.provider_id)
+        return compute_budget(
+            normalize_messages(messages),
+            capabilities=caps,
+            estimator=self._estimator,
+            tools=tuple(tools),
+            schema=_schema_mapping(schema),
+            model=rt.model,
+            sampling_max_output=sampling.max_output_tokens if sampling else None,
+            output_reserve_tokens=output_reserve_tokens,
+        )
 
     async def __aenter__(self) -> AsyncClient:
         """Enter an async context managing this client's adapters."""
@@ -174,20 +287,22 @@ class AsyncClient:
 
         Args:
             target: `"provider:model"`, where provider is a configured instance id or a
-                registered provider id. Everything after the first colon is the model
-                name, so `"ollama:qwen3:8b"` names model `qwen3:8b`.
+                registered provider id (everything after the first colon is the model
+                name, so `"ollama:qwen3:8b"` names model `qwen3:8b`); or a catalog alias
+                such as `"gpt-4o-mini"`, which resolves to the first configured provider
+                that serves it, in the order the providers were given.
 
         Returns:
             The resolved target.
 
         Raises:
-            ConfigError: If the target is malformed or names an unknown provider.
+            ConfigError: If the target is malformed, names an unknown provider, or is an
+                unknown alias (close matches are named).
         """
-        if not isinstance(target, str) or ":" not in target:
-            raise ConfigError(
-                f"target {target!r} must look like 'provider:model' "
-                "(catalog aliases arrive with the alias catalog)"
-            )
+        if not isinstance(target, str) or not target.strip():
+            raise ConfigError(f"target must be a non-empty string, got {target!r}")
+        if ":" not in target:
+            return self._resolve_alias(target.strip())
         instance, _, model = target.partition(":")
         instance = instance.strip().lower()
         model = model.strip()
@@ -196,6 +311,26 @@ class AsyncClient:
         settings = self._settings_for(instance)
         provider_id = self._registry.canonical(settings.provider_id)
         return ResolvedTarget(settings.instance_id, model, provider_id)
+
+    def _resolve_alias(self, name: str) -> ResolvedTarget:
+        catalog = self.catalog
+        if catalog is None:
+            raise ConfigError(
+                f"target {name!r} must look like 'provider:model' (alias resolution is off: "
+                "this client has no catalog)"
+            )
+        order = [
+            (iid, self._registry.canonical(s.provider_id)) for iid, s in self._settings.items()
+        ]
+        if not order:  # nothing configured: any registered provider, with its defaults
+            order = [(pid, pid) for pid in self._registry.ids()]
+        matches = catalog.resolve_alias(name, order)
+        if not matches:
+            known = [f"{iid}:" for iid, _ in order]
+            raise catalog.unknown_target_error(name, known)
+        instance, model = matches[0]
+        provider_id = dict(order)[instance]
+        return ResolvedTarget(instance, model, provider_id, alias=name)
 
     def _adapter(self, instance: str) -> Adapter:
         adapter = self._adapters.get(instance)
@@ -224,7 +359,16 @@ class AsyncClient:
         Args:
             provider_id: A configured instance id or a registered provider id.
         """
-        return await self._adapter(provider_id.strip().lower()).models()
+        adapter = self._adapter(provider_id.strip().lower())
+        found = await adapter.models()
+        from ._capabilities import capabilities_from_discovery
+
+        store = self._capabilities()
+        for model in found:
+            store.record(
+                f"{adapter.instance_id}:{model.id}", capabilities_from_discovery(model), "discovery"
+            )
+        return found
 
     async def health(self, provider_id: str) -> Health:
         """Probe a provider's readiness.
@@ -558,110 +702,273 @@ class AsyncClient:
         base: GenerationRequest,
         provider_options: Mapping[str, Mapping[str, Any]],
     ) -> AsyncIterator[StreamEvent]:
-        """The router: attempts, retries, fallbacks, breaker skips and redirects."""
+        """The router: attempts, retries, fallbacks, breaker skips, redirects, the
+        context gate, cost and telemetry."""
         from contextlib import aclosing
 
         from ._core import AttemptRun
+        from ._telemetry import (
+            AttemptEnded,
+            AttemptStarted,
+            FirstToken,
+            RequestEnded,
+            RequestStarted,
+            TelemetryEvent,
+            UsageReported,
+            new_request_id,
+        )
 
+        tel = self._telemetry if self._telemetry.active else None
+        request_id = new_request_id() if tel is not None else ""
+        meta = base.metadata
+
+        def send(event: TelemetryEvent) -> None:
+            if tel is not None:
+                tel.emit(lambda: event)
+
+        if tel is not None:
+            send(
+                RequestStarted(
+                    request_id=request_id,
+                    metadata=meta,
+                    targets=tuple(map(str, targets)),
+                    stream=base.stream,
+                    messages=base.messages,
+                )
+            )
         attempts: list[AttemptRecord] = []
+        attempt_no = 0
         queue = list(targets)
         redirected = False
         threshold, cooldown = route.breaker_threshold, route.breaker_cooldown_s
         breakers = self._breakers
-        while queue:
-            target = queue.pop(0)
-            key = str(target)
-            if not breakers.allow(key, threshold, cooldown):
-                attempts.append(AttemptRecord(target, "skipped_unhealthy"))
-                continue
-            options = provider_options.get(target.provider) or provider_options.get(
-                target.provider_id, {}
-            )
-            request = replace(base, model=target.model, provider_options=dict(options))
-            retry = 0
-            while True:
-                run: AttemptRun | None = None
-                try:
-                    try:
-                        adapter = self._adapter(target.provider)
-                    except AnyInferError:
-                        yield TimingMark("attempt_start", 0.0)
-                        raise
-                    run = AttemptRun(adapter.generate(request), target, streamed=request.stream)
-                    async with aclosing(run.events()) as events:
-                        async for event in events:
-                            yield event
-                except AnyInferError as exc:
-                    timing = run.timing() if run is not None else None
-                    decision = route.decide(exc)
-                    if _counts_against_health(exc, decision):
-                        breakers.failure(key, threshold)
-                    else:
-                        breakers.release(key)
-                    if run is not None and run.had_content:
-                        # Content was shown: no retry, no fallback. Usage already went
-                        # out as events before this exception (failure-path flush).
-                        attempts.append(AttemptRecord(target, "failed", exc.to_info(), timing))
-                        exc.attempts = tuple(attempts)
-                        raise
-                    delay = None
-                    if decision == "retry" and retry < route.retry.max_retries:
-                        delay = route.retry.delay(retry + 1, exc)
-                    if delay is not None:
-                        record = AttemptRecord(target, "retried", exc.to_info(), timing)
-                        attempts.append(record)
-                        yield AttemptFailed(record)
-                        retry += 1
-                        await _sleep(delay)
-                        if not breakers.allow(key, threshold, cooldown):
-                            break
-                        continue
-                    record = AttemptRecord(target, "failed", exc.to_info(), timing)
+        last_usage = Usage()
+
+        def ended(target: ResolvedTarget, record: AttemptRecord, usage: Usage) -> None:
+            if tel is not None:
+                send(
+                    AttemptEnded(
+                        request_id=request_id,
+                        metadata=meta,
+                        target=target,
+                        outcome=record.outcome,
+                        error=record.error,
+                        timing=record.timing,
+                        usage=usage,
+                    )
+                )
+
+        try:
+            while queue:
+                target = queue.pop(0)
+                key = str(target)
+                if not breakers.allow(key, threshold, cooldown):
+                    record = AttemptRecord(target, "skipped_unhealthy")
                     attempts.append(record)
-                    yield AttemptFailed(record)
-                    if decision == "raise":
-                        exc.attempts = tuple(attempts)
+                    ended(target, record, Usage())
+                    continue
+                options = provider_options.get(target.provider) or provider_options.get(
+                    target.provider_id, {}
+                )
+                request = replace(base, model=target.model, provider_options=dict(options))
+                retry = 0
+                while True:
+                    attempt_no += 1
+                    if tel is not None:
+                        number = attempt_no
+                        send(
+                            AttemptStarted(
+                                request_id=request_id, metadata=meta, target=target, attempt=number
+                            )
+                        )
+                    run: AttemptRun | None = None
+                    try:
+                        try:
+                            adapter = self._adapter(target.provider)
+                            self._gate(request, target)
+                        except AnyInferError:
+                            yield TimingMark("attempt_start", 0.0)
+                            raise
+                        run = AttemptRun(adapter.generate(request), target, streamed=request.stream)
+                        async with aclosing(run.events()) as events:
+                            if tel is None:
+                                async for event in events:
+                                    yield event
+                            else:
+                                async for event in events:
+                                    if type(event) is UsageUpdate:
+                                        u = event.usage
+                                        send(
+                                            UsageReported(
+                                                request_id=request_id,
+                                                metadata=meta,
+                                                target=target,
+                                                usage=u,
+                                            )
+                                        )
+                                    elif type(event) is TimingMark and event.name == "first_token":
+                                        at = event.at_ms
+                                        send(
+                                            FirstToken(
+                                                request_id=request_id,
+                                                metadata=meta,
+                                                target=target,
+                                                at_ms=at,
+                                            )
+                                        )
+                                    yield event
+                    except AnyInferError as exc:
+                        timing = run.timing() if run is not None else None
+                        usage = run.usage if run is not None else Usage()
+                        last_usage = usage
+                        decision = route.decide(exc)
+                        if _counts_against_health(exc, decision):
+                            breakers.failure(key, threshold)
+                        else:
+                            breakers.release(key)
+                        if run is not None and run.had_content:
+                            # Content was shown: no retry, no fallback. Usage already went
+                            # out as events before this exception (failure-path flush).
+                            record = AttemptRecord(target, "failed", exc.to_info(), timing)
+                            attempts.append(record)
+                            ended(target, record, usage)
+                            exc.attempts = tuple(attempts)
+                            raise
+                        delay = None
+                        if decision == "retry" and retry < route.retry.max_retries:
+                            delay = route.retry.delay(retry + 1, exc)
+                        if delay is not None:
+                            record = AttemptRecord(target, "retried", exc.to_info(), timing)
+                            attempts.append(record)
+                            ended(target, record, usage)
+                            yield AttemptFailed(record)
+                            retry += 1
+                            await _sleep(delay)
+                            if not breakers.allow(key, threshold, cooldown):
+                                break
+                            continue
+                        record = AttemptRecord(target, "failed", exc.to_info(), timing)
+                        attempts.append(record)
+                        ended(target, record, usage)
+                        yield AttemptFailed(record)
+                        if decision == "raise":
+                            exc.attempts = tuple(attempts)
+                            raise
+                        if isinstance(exc, ContentFilterError) and redirects and not redirected:
+                            queue, redirected = list(redirects), True
+                        break
+                    except BaseException:
+                        breakers.release(key)  # cancelled: no verdict on the target's health
                         raise
-                    if isinstance(exc, ContentFilterError) and redirects and not redirected:
+                    breakers.success(key)
+                    outcome = run.outcome
+                    assert outcome is not None
+                    self._probe(target, request, outcome.usage)
+                    if outcome.finish_reason == "content_filter" and redirects and not redirected:
+                        record = AttemptRecord(target, "redirected", None, outcome.timing)
+                        attempts.append(record)
+                        ended(target, record, outcome.usage)
                         queue, redirected = list(redirects), True
-                    break
-                except BaseException:
-                    breakers.release(key)  # cancelled: no verdict on the target's health
-                    raise
-                breakers.success(key)
-                outcome = run.outcome
-                assert outcome is not None
-                if outcome.finish_reason == "content_filter" and redirects and not redirected:
-                    attempts.append(AttemptRecord(target, "redirected", None, outcome.timing))
-                    queue, redirected = list(redirects), True
-                    break
-                attempts.append(AttemptRecord(target, "ok", None, outcome.timing))
-                yield StreamEnded(
-                    Generation(
+                        break
+                    usage = outcome.usage
+                    cost = self.pricing_table.cost(usage, target.provider_id, target.model)
+                    if cost is not None:
+                        usage = replace(usage, cost_usd=cost)
+                    record = AttemptRecord(target, "ok", None, outcome.timing)
+                    attempts.append(record)
+                    ended(target, record, usage)
+                    result = Generation(
                         text=outcome.text,
                         structured=None,
                         tool_calls=outcome.tool_calls,
                         target=target,
                         finish_reason=outcome.finish_reason,
-                        usage=outcome.usage,
+                        usage=usage,
                         timing=outcome.timing,
                         attempts=tuple(attempts),
                         warnings=outcome.warnings,
                         raw=outcome.raw,
                         reasoning=outcome.reasoning,
                     )
+                    if tel is not None:
+                        send(
+                            RequestEnded(
+                                request_id=request_id,
+                                metadata=meta,
+                                ok=True,
+                                target=target,
+                                usage=usage,
+                                cost_usd=usage.cost_usd,
+                                timing=outcome.timing,
+                                finish_reason=outcome.finish_reason,
+                                text=outcome.text,
+                                tool_calls=outcome.tool_calls,
+                            )
+                        )
+                    yield StreamEnded(result)
+                    return
+            tried = [a for a in attempts if a.error is not None]
+            last = tried[-1].error if tried else None
+            if last is not None:
+                detail = f": last error {last.type_name}: {last.detail}"
+            elif attempts:
+                detail = ": every target was skipped as unhealthy"
+            else:
+                detail = ""
+            raise AllTargetsFailedError(
+                f"all {len(targets)} target(s) failed{detail}", attempts=attempts
+            )
+        except AnyInferError as exc:
+            if tel is not None:
+                info, final_usage = exc.to_info(), last_usage
+                send(
+                    RequestEnded(
+                        request_id=request_id,
+                        metadata=meta,
+                        ok=False,
+                        usage=final_usage,
+                        error=info,
+                    )
                 )
-                return
-        tried = [a for a in attempts if a.error is not None]
-        last = tried[-1].error if tried else None
-        if last is not None:
-            detail = f": last error {last.type_name}: {last.detail}"
-        elif attempts:
-            detail = ": every target was skipped as unhealthy"
-        else:
-            detail = ""
-        raise AllTargetsFailedError(
-            f"all {len(targets)} target(s) failed{detail}", attempts=attempts
+            raise
+
+    def _gate(self, request: GenerationRequest, target: ResolvedTarget) -> None:
+        """The context gate: refuse before dispatch when the prompt provably cannot fit.
+
+        Raises:
+            ContextWindowError: When a trusted window is exceeded by the estimate's floor.
+        """
+        if not self._context_gate:
+            return
+        from ._budget import compute_budget, context_gate_error, gate_refuses
+
+        caps = self._capabilities().get(
+            f"{target.provider}:{target.model}", provider_id=target.provider_id
+        )
+        if caps.context_window is None:
+            return
+        budget = compute_budget(
+            request.messages,
+            capabilities=caps,
+            estimator=self._estimator,
+            tools=request.tools,
+            schema=_schema_mapping(request.response_format),
+            model=target.model,
+            sampling_max_output=request.sampling.max_output_tokens,
+        )
+        if gate_refuses(budget):
+            raise context_gate_error(budget, provider=target.provider, model=target.model)
+
+    def _probe(self, target: ResolvedTarget, request: GenerationRequest, usage: Usage) -> None:
+        """Record what a successful response showed about the model (probe layer)."""
+        if not request.stream:
+            return
+        from ._capabilities import ModelCapabilities
+
+        self._capabilities().record(
+            f"{target.provider}:{target.model}",
+            ModelCapabilities(streaming_usage=not usage.is_empty()),
+            "probe",
         )
 
     async def generate(
@@ -759,9 +1066,33 @@ class Client:
         return self._loop.run(coro)
 
     @property
-    def catalog(self) -> Any | None:
+    def catalog(self) -> Catalog | None:
         """The alias catalog in force, if any."""
         return self._async.catalog
+
+    @property
+    def pricing_table(self) -> PricingTable:
+        """The pricing table behind `Usage.cost_usd`."""
+        return self._async.pricing_table
+
+    def subscribe(self, observer: Observer, *, payloads: bool = False) -> None:
+        """Register a telemetry observer. See `AsyncClient.subscribe`."""
+        self._async.subscribe(observer, payloads=payloads)
+
+    def unsubscribe(self, observer: Observer) -> None:
+        """Remove a telemetry observer."""
+        self._async.unsubscribe(observer)
+
+    def capabilities(self, target: Target) -> ModelCapabilities:
+        """What a target's model can do, with provenance. See `AsyncClient.capabilities`."""
+        return self._async.capabilities(target)
+
+    def budget(self, messages: MessagesInput, **kwargs: Any) -> ContextBudget:
+        """Compute the context budget for a request without sending it.
+
+        Pure computation — runs directly on the calling thread. See `AsyncClient.budget`.
+        """
+        return self._async.budget(messages, **kwargs)
 
     def models(self, provider_id: str) -> Sequence[DiscoveredModel]:
         """List a provider's models. See `AsyncClient.models`."""
@@ -849,3 +1180,18 @@ async def _sleep(seconds: float) -> None:
     import asyncio
 
     await asyncio.sleep(seconds)
+
+
+def _schema_mapping(schema: Any) -> Mapping[str, Any] | None:
+    """A JSON Schema mapping from a mapping, a response format, or a pydantic model."""
+    if schema is None:
+        return None
+    if isinstance(schema, Mapping):
+        inner = schema.get("schema") if schema.get("type") == "json_schema" else None
+        return inner if isinstance(inner, Mapping) else schema
+    to_schema = getattr(schema, "model_json_schema", None)
+    if callable(to_schema):
+        result = to_schema()
+        if isinstance(result, Mapping):
+            return result
+    raise ConfigError(f"cannot read a JSON Schema from {type(schema).__name__}")

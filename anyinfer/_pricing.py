@@ -862,8 +862,18 @@ def _check_status(response: httpx.Response, url: str) -> None:
         )
 
 
+PRICING_URL_ENV = "ANYINFER_PRICING_URL"
+"""Environment variable naming a pricing mirror that replaces `DEFAULT_PRICING_URL`."""
+
+
+def _pricing_url(url: str | None) -> str:
+    import os
+
+    return url or os.environ.get(PRICING_URL_ENV) or DEFAULT_PRICING_URL
+
+
 def fetch_pricing(
-    url: str = DEFAULT_PRICING_URL,
+    url: str | None = None,
     *,
     timeout_s: float = 10.0,
     transport: httpx.BaseTransport | None = None,
@@ -875,7 +885,8 @@ def fetch_pricing(
     or `PricingTable.default().merged(result)` to keep bundled prices the download lacks.
 
     Args:
-        url: Where to fetch from.
+        url: Where to fetch from; defaults to `$ANYINFER_PRICING_URL`, else
+            `DEFAULT_PRICING_URL`.
         timeout_s: Overall timeout, in seconds.
         transport: An httpx transport, for tests and proxies.
 
@@ -889,6 +900,7 @@ def fetch_pricing(
     """
     import httpx
 
+    url = _pricing_url(url)
     try:
         with httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=True) as client:
             response = client.get(url, headers={"accept": "application/json"})
@@ -899,7 +911,7 @@ def fetch_pricing(
 
 
 async def afetch_pricing(
-    url: str = DEFAULT_PRICING_URL,
+    url: str | None = None,
     *,
     timeout_s: float = 10.0,
     transport: httpx.AsyncBaseTransport | None = None,
@@ -907,6 +919,7 @@ async def afetch_pricing(
     """Async `fetch_pricing()`: the same contract, without blocking the event loop."""
     import httpx
 
+    url = _pricing_url(url)
     try:
         async with httpx.AsyncClient(
             transport=transport, timeout=timeout_s, follow_redirects=True

@@ -14,8 +14,12 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+import json
 import re
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -62,16 +66,45 @@ def _hub_repos() -> dict[str, dict[str, HubFile]]:
     return repos
 
 
+@contextmanager
+def pricing_mirror() -> Iterator[str]:
+    """Serve the bundled pricing table over loopback, as a pricing mirror would."""
+    body = json.dumps(ai.PricingTable.default().to_json()).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/pricing.json"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
 @pytest.fixture
 def docs_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     with (
         FakeServer("openai-chat", _reply) as openai,
         FakeServer("openai-chat", _reply) as local,
         FakeHub(_hub_repos()) as hub,
+        pricing_mirror() as pricing_url,
     ):
         for name, srv in (("OPENAI", openai), ("LOCAL", local)):
             monkeypatch.setenv(f"ANYINFER_{name}_BASE_URL", srv.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-example-key")
+        monkeypatch.setenv("ANYINFER_PRICING_URL", pricing_url)
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
         monkeypatch.setenv("ANYINFER_MODEL_DIR", str(tmp_path / "models"))
