@@ -117,11 +117,28 @@ class _LoopThread:
         return self.submit(coro).result()
 
     def stop(self) -> None:
-        """Stop the loop and join the thread."""
-        if not self.loop.is_closed():
+        """Cancel what is still running on the loop, stop it, and join the thread."""
+        if self.loop.is_closed():
+            return
+        if self.thread.is_alive():
+            with contextlib.suppress(Exception):
+                self.submit(self._drain()).result(timeout=10)
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join()
-            self.loop.close()
+        self.loop.close()
+
+    async def _drain(self) -> None:
+        """Cancel every other task and finalize async generators, so none is destroyed
+        while pending when the loop closes."""
+        import asyncio
+
+        current = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks(self.loop) if t is not current]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await self.loop.shutdown_asyncgens()
 
 
 _DONE = object()

@@ -36,8 +36,15 @@ from ._server import FakeServer
 from ._source import RecordedRequest, UnexpectedRequestError
 from ._transport import FakeTransport
 from .dialects import (
+    AnthropicDialect,
+    AzureOpenAIDialect,
     Dialect,
+    GeminiDialect,
+    GeminiJSONArrayDialect,
+    LlamaCppDialect,
+    OllamaDialect,
     OpenAIChatDialect,
+    OpenAIResponsesDialect,
     dialect_names,
     get_dialect,
     register_dialect,
@@ -45,6 +52,8 @@ from .dialects import (
 
 __all__ = [
     "Action",
+    "AnthropicDialect",
+    "AzureOpenAIDialect",
     "Dialect",
     "Disconnect",
     "FakeServer",
@@ -52,7 +61,12 @@ __all__ = [
     "Fault",
     "FaultKind",
     "Frame",
+    "GeminiDialect",
+    "GeminiJSONArrayDialect",
+    "LlamaCppDialect",
+    "OllamaDialect",
     "OpenAIChatDialect",
+    "OpenAIResponsesDialect",
     "Piece",
     "Reasoning",
     "RecordedRequest",

@@ -46,10 +46,13 @@ class OpenAIChatAdapter(HTTPAdapter):
     provider_id: ClassVar[str] = "openai"
     default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
     api_key_env: ClassVar[str | None] = "OPENAI_API_KEY"
-    #: Name of the output-token cap field in request bodies.
-    max_tokens_field: ClassVar[str] = "max_completion_tokens"
-    #: Whether to ask for a usage chunk in streams.
-    stream_usage: ClassVar[bool] = True
+    #: Name of the output-token cap field in request bodies. A plain attribute (not a
+    #: `ClassVar`) so that subclasses may set it per instance from their settings.
+    max_tokens_field: str = "max_completion_tokens"
+    #: Whether to ask for a usage chunk in streams (`stream_options.include_usage`).
+    stream_usage: bool = True
+    #: Delta/message fields read as reasoning text, first non-empty one wins.
+    reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
 
     def default_headers(self) -> dict[str, str]:
         """Bearer auth plus the configured headers."""
@@ -184,11 +187,7 @@ class OpenAIChatAdapter(HTTPAdapter):
         """Parts of one stream chunk (`key="delta"`) or a whole response (`"message"`)."""
         pid = self.instance_id
         chunk = as_dict(chunk, pid, "chunk")
-        usage = opt_dict(chunk.get("usage"), pid, "usage")
-        if usage is None:
-            # Groq reports stream usage under x_groq when include_usage is not honoured.
-            x_groq = opt_dict(chunk.get("x_groq"), pid, "x_groq")
-            usage = opt_dict(x_groq.get("usage"), pid, "x_groq.usage") if x_groq else None
+        usage = self.chunk_usage(chunk)
         error = chunk.get("error")
         if error is not None:
             if usage:  # flush what the failing frame still reports before failing
@@ -210,10 +209,23 @@ class OpenAIChatAdapter(HTTPAdapter):
         if usage:
             yield UsagePart(self.usage_from(usage))
 
+    def chunk_usage(self, chunk: dict[str, Any]) -> dict[str, Any] | None:
+        """The OpenAI-shaped usage object a chunk (or whole response) carries, if any.
+
+        Reads `usage`, then Groq's `x_groq.usage` (Groq reports stream usage there when
+        `include_usage` is not honoured). Subclasses override this to look elsewhere.
+        """
+        pid = self.instance_id
+        usage = opt_dict(chunk.get("usage"), pid, "usage")
+        if usage is None:
+            x_groq = opt_dict(chunk.get("x_groq"), pid, "x_groq")
+            usage = opt_dict(x_groq.get("usage"), pid, "x_groq.usage") if x_groq else None
+        return usage
+
     def parts_from_delta(self, delta: dict[str, Any], key: str) -> Iterator[Part]:
         """Parts of one `delta` (or `message`) object."""
         pid = self.instance_id
-        for field in ("reasoning_content", "reasoning"):
+        for field in self.reasoning_fields:
             reasoning = delta.get(field)
             if isinstance(reasoning, str) and reasoning:
                 yield ReasoningPart(reasoning)

@@ -8,11 +8,24 @@ place).
 from __future__ import annotations
 
 from ._base import Dialect, dialect_names, get_dialect, register_dialect, resolve_dialect
+from .anthropic import AnthropicDialect
+from .azure_openai import AzureOpenAIDialect
+from .gemini import GeminiDialect, GeminiJSONArrayDialect
+from .llama_cpp import LlamaCppDialect
+from .ollama import OllamaDialect
 from .openai_chat import OpenAIChatDialect
+from .openai_responses import OpenAIResponsesDialect
 
 __all__ = [
+    "AnthropicDialect",
+    "AzureOpenAIDialect",
     "Dialect",
+    "GeminiDialect",
+    "GeminiJSONArrayDialect",
+    "LlamaCppDialect",
+    "OllamaDialect",
     "OpenAIChatDialect",
+    "OpenAIResponsesDialect",
     "dialect_names",
     "get_dialect",
     "register_dialect",
@@ -20,3 +33,10 @@ __all__ = [
 ]
 
 register_dialect(OpenAIChatDialect())
+register_dialect(LlamaCppDialect())
+register_dialect(AzureOpenAIDialect())
+register_dialect(OpenAIResponsesDialect())
+register_dialect(OllamaDialect())
+register_dialect(AnthropicDialect())
+register_dialect(GeminiDialect())
+register_dialect(GeminiJSONArrayDialect())
