@@ -1,0 +1,977 @@
+"""Google Gemini API (`generativelanguage.googleapis.com`), streaming and not.
+
+Requests go to `POST {base}/models/{model}:generateContent` (whole) and
+`POST {base}/models/{model}:streamGenerateContent?alt=sse` (streamed), with the API key in
+the `x-goog-api-key` header. The default base URL is
+`https://generativelanguage.googleapis.com/v1beta`; `ProviderSettings.api_version`
+(e.g. `"v1alpha"`) swaps the version when no `base_url` is given. Vertex AI (its
+project/location URLs and OAuth tokens) is out of scope: this adapter speaks the Gemini
+Developer API only, although Vertex answers in the same response shape.
+
+The wire shapes follow recorded Gemini traffic (`/work/shared/wire`). Every response
+chunk is a whole `GenerateContentResponse`: `candidates[0].content.parts` (text, thought
+text, whole function calls, thought signatures), `candidates[0].finishReason`,
+`usageMetadata`, `promptFeedback`, `modelVersion`, `responseId`.
+
+Mapping decisions this adapter documents:
+
+- **Credentials.** The key comes from `ProviderSettings.api_key`, else `GEMINI_API_KEY`
+  (the client's `api_key_env` lookup), else `GOOGLE_API_KEY`. Unlike Google's own SDK,
+  `GEMINI_API_KEY` wins when both variables are set, because the client consults it
+  first.
+- **Stream framing.** Streams are requested as server-sent events (`alt=sse`). Without
+  `alt=sse` Gemini sends one JSON array whose elements arrive incrementally
+  (`[{...}\\n,\\r\\n{...}\\n]`); the adapter reads that form too, incrementally and across
+  arbitrary read splits, and picks the framing from the response's content type
+  (`text/event-stream` or JSON), so a proxy that drops `alt=sse` still works.
+  `ProviderSettings.options["stream_format"] = "json-array"` asks for the array form.
+- **The end of a stream.** Gemini sends no `[DONE]`. In the SSE form the terminal
+  sentinel is the clean end of the body after a chunk carrying `finishReason`: the
+  adapter drains the body (usage may still arrive after the finish reason) and yields
+  `END` when it ends cleanly having seen a finish reason. A body that ends before any
+  finish reason is truncated, and the core fails the attempt; a connection that breaks
+  after the finish reason completes with the "usage may be incomplete" warning. In the
+  JSON-array form the closing `]` is the sentinel.
+- **Usage** arrives live, cumulative, in many chunks; each report is yielded as it
+  arrives and later reports win. `input_tokens` is `promptTokenCount` plus
+  `toolUsePromptTokenCount` (both are prompt-side tokens Gemini bills as input),
+  `output_tokens` is `candidatesTokenCount + thoughtsTokenCount` (Usage counts every
+  token the model generated, reasoning included; a missing count reads as 0 when the
+  other is present, since Gemini omits zero fields), `reasoning_tokens` is
+  `thoughtsTokenCount`, `cache_read_tokens` is `cachedContentTokenCount` (a part of the
+  prompt count) and `total_tokens` is `totalTokenCount`, so total = input + output.
+  Gemini reports no cache-write figure.
+- **Thoughts.** Parts with `"thought": true` are reasoning. Thought signatures (opaque
+  `thoughtSignature` strings on any part) carry the model's reasoning state between
+  turns, and Gemini 3 rejects a tool-use turn sent back without them (HTTP 400). With
+  `retain_raw`, `Generation.raw` keeps every chunk (streaming) or the response
+  (non-streaming), signatures included; `content_parts(raw)` rebuilds the model turn's
+  parts from either, and `assistant_message(generation)` makes the assistant `Message`
+  to append to the conversation, carrying those parts in
+  `Message.provider_data["gemini"]["parts"]`, which this adapter sends verbatim as the
+  model turn. Without the raw payload an assistant turn is rebuilt from its text and
+  tool calls, and has no signatures.
+- **Tool calls** arrive whole: one `ToolCallPart` per `functionCall`, slot index = the
+  running count of calls in the response, arguments JSON-serialized, `call_id` the
+  call's `id` when Gemini sends one (otherwise the core synthesizes `call_N`). A tool
+  result becomes a `functionResponse` part, which needs the tool's name:
+  `Message.name`, or the name of the earlier assistant tool call with that id.
+  Consecutive tool results go back in one `user` turn; a result whose text is a JSON
+  object is sent as that object, anything else as `{"output": text}` (`{"error": text}`
+  for `is_error`).
+- **Finish reasons.** `STOP` maps to `stop`, or `tool_calls` when the response made
+  function calls (Gemini has no reason of its own for that); `MAX_TOKENS` to `length`;
+  `SAFETY`, `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII` and the image
+  variants to `content_filter`. Everything else (`MALFORMED_FUNCTION_CALL`, `OTHER`,
+  `LANGUAGE`, `FINISH_REASON_UNSPECIFIED`, ...) passes through verbatim, so the core
+  normalizes it to `other`; their `finishMessage` becomes a warning.
+- **Blocked prompts.** A response with `promptFeedback.blockReason` and no candidates
+  raises `ContentFilterError` (after yielding any usage it reports), never a silent
+  empty answer.
+- **Reasoning effort.** Gemini 3 and later models take `thinkingLevel` (the effort's
+  own name; `none` cannot switch thinking off there and is sent as `minimal` with a
+  warning); earlier models take `thinkingBudget` from `THINKING_BUDGETS` (`none` is 0,
+  which Gemini 2.5 Pro rejects). `includeThoughts` is on whenever thinking is asked for,
+  so thought summaries stream as reasoning.
+- **Errors.** `{"error": {"code", "message", "status", "details"}}` bodies (sometimes
+  wrapped in a list) map to typed errors: an invalid key (`API_KEY_INVALID`, sent as
+  HTTP 400), `UNAUTHENTICATED` and `PERMISSION_DENIED` to `AuthenticationError`;
+  "exceeds the maximum number of tokens" to `ContextWindowError`; `RESOURCE_EXHAUSTED`
+  to `RateLimitError`, whose `retry_after` comes from `Retry-After` or the
+  `RetryInfo.retryDelay` detail; `UNAVAILABLE` to `OverloadedError`; `NOT_FOUND` to
+  `ModelNotFoundError`. Error objects inside a stream are handled the same way.
+- `ProviderSettings.provider_options` for `gemini` are merged into the body last; a
+  mapping value (say `{"generationConfig": {"topK": 40}}`) is merged into the adapter's
+  own mapping of that name rather than replacing it.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import os
+import re
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+import httpx
+
+from .._adapter import DiscoveredModel, HTTPAdapter, parse_retry_after
+from .._errors import (
+    AuthenticationError,
+    ConfigError,
+    ContentFilterError,
+    ContextWindowError,
+    ModelNotFoundError,
+    OverloadedError,
+    ProtocolError,
+    ProviderError,
+    ProviderTimeoutError,
+    RateLimitError,
+)
+from .._messages import ImageContent, Message, TextContent
+from .._parts import (
+    END,
+    FinishPart,
+    Part,
+    RawPart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    UsagePart,
+    WarningPart,
+)
+from .._redact import register_secret
+from .._request import GenerationRequest
+from .._settings import ProviderSettings
+from .._types import Generation, Usage
+from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
+
+__all__ = [
+    "CONTENT_FILTER_REASONS",
+    "DEFAULT_BASE_URL",
+    "FALLBACK_API_KEY_ENV",
+    "PROVIDER_DATA_KEY",
+    "THINKING_BUDGETS",
+    "GeminiAdapter",
+    "assistant_message",
+    "content_parts",
+]
+
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+"""The Gemini Developer API endpoint."""
+
+FALLBACK_API_KEY_ENV = "GOOGLE_API_KEY"
+"""Read for the key when neither the settings nor `GEMINI_API_KEY` provide one."""
+
+PROVIDER_DATA_KEY = "gemini"
+"""`Message.provider_data` key under which an assistant turn keeps its native parts."""
+
+THINKING_BUDGETS: Mapping[str, int] = {
+    "none": 0,
+    "minimal": 512,
+    "low": 1024,
+    "medium": 8192,
+    "high": 24576,
+}
+"""`thinkingBudget` (tokens) per reasoning effort, for models before Gemini 3."""
+
+CONTENT_FILTER_REASONS = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
+"""Gemini finish reasons that mean a content policy stopped the response."""
+
+_FINISH_MAP: Mapping[str, str] = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    **{reason: "content_filter" for reason in CONTENT_FILTER_REASONS},
+}
+
+_MAX_MODEL_PAGES = 20
+_MODELS_PAGE_SIZE = "1000"
+_LEVEL_MODELS = re.compile(r"^gemini-(\d+)")
+_RETRY_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+_CONTEXT_PHRASES = (
+    "exceeds the maximum number of tokens",
+    "context_length_exceeded",
+    "context window",
+    "context length",
+    "too many tokens",
+)
+_AUTH_STATUSES = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
+_UNMAPPED_PART_KINDS = (
+    "inlineData",
+    "fileData",
+    "executableCode",
+    "codeExecutionResult",
+)
+
+
+@dataclass(slots=True)
+class _ResponseState:
+    """What one response has shown so far."""
+
+    calls: int = 0
+    finish: str | None = None
+    warned: set[str] = field(default_factory=set)
+
+
+class GeminiAdapter(HTTPAdapter):
+    """Adapter for the Google Gemini API (`generateContent` / `streamGenerateContent`).
+
+    See the module documentation for the mapping decisions.
+    """
+
+    provider_id: ClassVar[str] = "gemini"
+    aliases: ClassVar[tuple[str, ...]] = ("google",)
+    default_base_url: ClassVar[str | None] = DEFAULT_BASE_URL
+    api_key_env: ClassVar[str | None] = "GEMINI_API_KEY"
+    conformance_dialect: ClassVar[str] = "gemini"
+
+    def __init__(self, settings: ProviderSettings) -> None:
+        if not settings.api_key:
+            fallback = os.environ.get(FALLBACK_API_KEY_ENV)
+            if fallback:
+                register_secret(fallback)
+                settings = replace(settings, api_key=fallback)
+        if settings.base_url is None and settings.api_version:
+            version = settings.api_version.strip("/")
+            settings = replace(
+                settings, base_url=f"https://generativelanguage.googleapis.com/{version}"
+            )
+        super().__init__(settings)
+        fmt = settings.options.get("stream_format", "sse")
+        if fmt not in ("sse", "json-array"):
+            raise ConfigError(
+                f"gemini: options['stream_format'] must be 'sse' or 'json-array', got {fmt!r}",
+                provider=settings.instance_id,
+            )
+        self.stream_format: str = fmt
+
+    def default_headers(self) -> dict[str, str]:
+        """The `x-goog-api-key` header plus the configured headers."""
+        headers = super().default_headers()
+        if self.settings.api_key:
+            headers.setdefault("x-goog-api-key", self.settings.api_key)
+        return headers
+
+    # --- request -------------------------------------------------------------------
+
+    @staticmethod
+    def model_path(model: str) -> str:
+        """The resource path of a model: `models/<id>`, or the name as given when it
+        already names a collection (`models/...`, `tunedModels/...`)."""
+        name = model.strip().strip("/")
+        return name if "/" in name else f"models/{name}"
+
+    def build_body(self, request: GenerationRequest) -> dict[str, Any]:
+        """The JSON body for one request."""
+        return self.prepare(request)[0]
+
+    def prepare(self, request: GenerationRequest) -> tuple[dict[str, Any], list[str]]:
+        """The JSON body for one request, and warnings about what could not be sent."""
+        warnings: list[str] = []
+        body: dict[str, Any] = {"contents": self.contents_json(request.messages)}
+        system = request.system_text()
+        if system:
+            body["systemInstruction"] = {"parts": [{"text": system}]}
+        config: dict[str, Any] = {}
+        s = request.sampling
+        if s.temperature is not None:
+            config["temperature"] = s.temperature
+        if s.top_p is not None:
+            config["topP"] = s.top_p
+        if s.max_output_tokens is not None:
+            config["maxOutputTokens"] = s.max_output_tokens
+        if s.stop:
+            config["stopSequences"] = list(s.stop)
+        if s.seed is not None:
+            config["seed"] = s.seed
+        if s.presence_penalty is not None:
+            config["presencePenalty"] = s.presence_penalty
+        if s.frequency_penalty is not None:
+            config["frequencyPenalty"] = s.frequency_penalty
+        fmt = request.response_format
+        if fmt is not None:
+            config["responseMimeType"] = "application/json"
+            if fmt.get("type") == "json_schema":
+                config["responseJsonSchema"] = dict(fmt.get("schema") or {})
+        if request.reasoning is not None:
+            config["thinkingConfig"] = self.thinking_config(
+                request.model, request.reasoning, warnings
+            )
+        if config:
+            body["generationConfig"] = config
+        if request.tools:
+            body["tools"] = [
+                {
+                    "functionDeclarations": [
+                        {
+                            "name": t.name,
+                            "description": t.description,
+                            "parameters": dict(t.parameters),
+                        }
+                        for t in request.tools
+                    ]
+                }
+            ]
+            calling = self.function_calling_config(request)
+            if calling is not None:
+                body["toolConfig"] = {"functionCallingConfig": calling}
+        for key, value in request.provider_options.items():
+            current = body.get(key)
+            if isinstance(current, dict) and isinstance(value, Mapping):
+                body[key] = {**current, **value}
+            else:
+                body[key] = value
+        return body, warnings
+
+    def thinking_config(self, model: str, effort: str, warnings: list[str]) -> dict[str, Any]:
+        """`generationConfig.thinkingConfig` for a reasoning effort on `model`."""
+        match = _LEVEL_MODELS.match(model.strip().removeprefix("models/"))
+        if match is not None and int(match.group(1)) >= 3:
+            if effort == "none":
+                warnings.append(
+                    f"gemini: {model} cannot switch thinking off; sent thinkingLevel 'minimal' "
+                    "for reasoning='none'"
+                )
+                return {"thinkingLevel": "minimal"}
+            return {"thinkingLevel": effort, "includeThoughts": True}
+        budget = THINKING_BUDGETS.get(effort)
+        if budget is None:
+            raise ConfigError(
+                f"gemini: unknown reasoning effort {effort!r}; expected one of "
+                f"{', '.join(THINKING_BUDGETS)}",
+                provider=self.instance_id,
+            )
+        if budget == 0:
+            return {"thinkingBudget": 0}
+        return {"thinkingBudget": budget, "includeThoughts": True}
+
+    @staticmethod
+    def function_calling_config(request: GenerationRequest) -> dict[str, Any] | None:
+        """`toolConfig.functionCallingConfig` for the tool choice; `None` for `auto`."""
+        forced = request.tool_choice_name()
+        if forced:
+            return {"mode": "ANY", "allowedFunctionNames": [forced]}
+        if request.tool_choice == "required":
+            return {"mode": "ANY"}
+        if request.tool_choice == "none":
+            return {"mode": "NONE"}
+        return None
+
+    def contents_json(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        """The conversation as Gemini `contents` (system messages go elsewhere)."""
+        contents: list[dict[str, Any]] = []
+        calls: dict[str, tuple[str, bool]] = {}  # call id -> (tool name, send the id back)
+        pending: list[dict[str, Any]] = []  # functionResponse parts of consecutive results
+        for m in messages:
+            if m.role == "tool":
+                pending.append(self.function_response_json(m, calls))
+                continue
+            if pending:
+                contents.append({"role": "user", "parts": pending})
+                pending = []
+            if m.role == "system":
+                continue
+            if m.role == "assistant":
+                contents.append({"role": "model", "parts": self.model_parts(m, calls)})
+            else:
+                contents.append({"role": "user", "parts": self.user_parts(m)})
+        if pending:
+            contents.append({"role": "user", "parts": pending})
+        return contents
+
+    def user_parts(self, m: Message) -> list[dict[str, Any]]:
+        """A user turn's parts: text, `inlineData` and `fileData`."""
+        if isinstance(m.content, str):
+            return [{"text": m.content}]
+        parts: list[dict[str, Any]] = []
+        for p in m.content:
+            if isinstance(p, TextContent):
+                parts.append({"text": p.text})
+            elif isinstance(p, ImageContent):
+                parts.append(image_part(p))
+        return parts or [{"text": ""}]
+
+    def model_parts(self, m: Message, calls: dict[str, tuple[str, bool]]) -> list[dict[str, Any]]:
+        """A model turn's parts: the native ones when kept, else text and function calls.
+
+        Records each tool call's name (and whether its id goes back) in `calls`.
+        """
+        native = native_parts(m)
+        native_ids = {
+            str(fc["id"])
+            for part in native or ()
+            if isinstance(fc := part.get("functionCall"), Mapping) and fc.get("id")
+        }
+        for call in m.tool_calls:
+            calls[call.id] = (call.name, native is None or call.id in native_ids)
+        if native is not None:
+            return native
+        parts: list[dict[str, Any]] = []
+        if m.text:
+            parts.append({"text": m.text})
+        for call in m.tool_calls:
+            parts.append(
+                {"functionCall": {"name": call.name, "args": dict(call.arguments), "id": call.id}}
+            )
+        return parts or [{"text": ""}]
+
+    def function_response_json(
+        self, m: Message, calls: Mapping[str, tuple[str, bool]]
+    ) -> dict[str, Any]:
+        """A `functionResponse` part answering `m.tool_call_id`.
+
+        Raises:
+            ConfigError: If the tool's name is unknown (no `Message.name` and no earlier
+                assistant call with that id).
+        """
+        call_id = m.tool_call_id or ""
+        known = calls.get(call_id)
+        name = m.name or (known[0] if known else None)
+        if not name:
+            raise ConfigError(
+                f"gemini needs the tool name for the result of call {call_id!r}: pass "
+                "Message.tool_result(..., name=...) or keep the assistant message that made "
+                "the call in the conversation",
+                provider=self.instance_id,
+            )
+        text = m.text
+        response: dict[str, Any]
+        if m.is_error:
+            response = {"error": text}
+        else:
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+            response = parsed if isinstance(parsed, dict) else {"output": text}
+        out: dict[str, Any] = {"name": name, "response": response}
+        if known is None or known[1]:
+            out["id"] = call_id
+        return {"functionResponse": out}
+
+    # --- response ------------------------------------------------------------------
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
+        """Send the request and yield its parts (see `Adapter.generate`)."""
+        body, warnings = self.prepare(request)
+        path = self.model_path(request.model)
+        params: dict[str, str] | None = None
+        if request.stream:
+            path += ":streamGenerateContent"
+            if self.stream_format == "sse":
+                params = {"alt": "sse"}
+        else:
+            path += ":generateContent"
+        response = await self.send(
+            "POST", "/" + path, json_body=body, params=params, request=request
+        )
+        try:
+            for text in warnings:
+                yield WarningPart(text)
+            state = _ResponseState()
+            if not request.stream:
+                payload = await self.read_json(response, request)
+                chunks = payload if isinstance(payload, list) else [payload]
+                for chunk in chunks:
+                    if request.retain_raw:
+                        yield RawPart(chunk)
+                    for part in self.parts_from_chunk(chunk, state, "generate"):
+                        yield part
+                yield END
+                return
+            if _is_event_stream(response, self.stream_format):
+                async for sse in self.iter_sse(response, request):
+                    chunk = self.parse_json(sse.data)
+                    if request.retain_raw:
+                        yield RawPart(chunk)
+                    for part in self.parts_from_chunk(chunk, state, "stream"):
+                        yield part
+                if state.finish is not None:
+                    yield END  # a clean end of the body after a finish reason
+                return
+            reader = _JSONStreamReader(self.instance_id)
+            async for data in self.iter_bytes(response, request):
+                for item in reader.feed(data):
+                    chunk = self.parse_json(item)
+                    if request.retain_raw:
+                        yield RawPart(chunk)
+                    for part in self.parts_from_chunk(chunk, state, "stream"):
+                        yield part
+                if reader.closed:
+                    yield END  # the array's closing bracket
+                    return
+            if not reader.array and not reader.partial and state.finish is not None:
+                yield END  # bare objects: the clean end of the body is the sentinel
+        finally:
+            await response.aclose()
+
+    def parts_from_chunk(self, chunk: Any, state: _ResponseState, phase: str) -> Iterator[Part]:
+        """Parts of one response chunk (or a whole response)."""
+        pid = self.instance_id
+        chunk = as_dict(chunk, pid, "response")
+        meta = opt_dict(chunk.get("usageMetadata"), pid, "usageMetadata")
+        usage = self.usage_from(meta) if meta else None
+        error = chunk.get("error")
+        if error is not None:
+            if usage is not None:  # flush what the failing frame still reports
+                yield UsagePart(usage)
+            raise self.error_from_payload(error, None, None, phase=phase)
+        candidates = as_list(chunk.get("candidates"), pid, "candidates")
+        feedback = opt_dict(chunk.get("promptFeedback"), pid, "promptFeedback") or {}
+        block = opt_str(feedback.get("blockReason"), pid, "promptFeedback.blockReason")
+        if block and not candidates:
+            if usage is not None:
+                yield UsagePart(usage)
+            detail = opt_str(
+                feedback.get("blockReasonMessage"), pid, "promptFeedback.blockReasonMessage"
+            )
+            raise ContentFilterError(
+                f"{pid}: the prompt was blocked ({block}){': ' + detail if detail else ''}",
+                provider=pid,
+                phase=phase,
+            )
+        for candidate in candidates[:1]:
+            candidate = as_dict(candidate, pid, "candidates[]")
+            content = opt_dict(candidate.get("content"), pid, "candidates[].content") or {}
+            for part in as_list(content.get("parts"), pid, "content.parts"):
+                yield from self.parts_from_part(as_dict(part, pid, "parts[]"), state)
+            reason = opt_str(candidate.get("finishReason"), pid, "finishReason")
+            if reason:
+                state.finish = reason
+                yield FinishPart(self.finish_reason(reason, state))
+                message = opt_str(candidate.get("finishMessage"), pid, "finishMessage")
+                if message and reason not in ("STOP", "MAX_TOKENS"):
+                    yield WarningPart(f"gemini finished with {reason}: {message}")
+        if usage is not None:
+            yield UsagePart(usage)
+
+    def parts_from_part(self, part: dict[str, Any], state: _ResponseState) -> Iterator[Part]:
+        """Parts of one content part (text, thought, function call)."""
+        pid = self.instance_id
+        text = part.get("text")
+        if text is not None:
+            text = as_str(text, pid, "parts[].text")
+            if text:
+                yield ReasoningPart(text) if part.get("thought") is True else TextPart(text)
+            return
+        call = opt_dict(part.get("functionCall"), pid, "parts[].functionCall")
+        if call is not None:
+            args = call.get("args")
+            yield ToolCallPart(
+                state.calls,
+                opt_str(call.get("id"), pid, "functionCall.id") or None,
+                opt_str(call.get("name"), pid, "functionCall.name") or None,
+                "{}" if args is None else json.dumps(args, ensure_ascii=False),
+            )
+            state.calls += 1
+            if state.finish == "STOP":  # a call after the finish chunk still makes it tool_calls
+                yield FinishPart("tool_calls")
+            return
+        for kind in _UNMAPPED_PART_KINDS:
+            if kind in part and kind not in state.warned:
+                state.warned.add(kind)
+                yield WarningPart(
+                    f"gemini: the response had {kind} parts, which are kept only in the raw payload"
+                )
+
+    @staticmethod
+    def finish_reason(reason: str, state: _ResponseState) -> str:
+        """The neutral finish reason for a Gemini `finishReason` (unknown ones verbatim)."""
+        if reason == "STOP" and state.calls:
+            return "tool_calls"
+        return _FINISH_MAP.get(reason, reason)
+
+    def usage_from(self, u: dict[str, Any]) -> Usage:
+        """Usage from a `usageMetadata` object (see the module documentation)."""
+        pid = self.instance_id
+        prompt = opt_int(u.get("promptTokenCount"), pid, "usageMetadata.promptTokenCount")
+        tool_prompt = opt_int(
+            u.get("toolUsePromptTokenCount"), pid, "usageMetadata.toolUsePromptTokenCount"
+        )
+        candidates = opt_int(
+            u.get("candidatesTokenCount"), pid, "usageMetadata.candidatesTokenCount"
+        )
+        thoughts = opt_int(u.get("thoughtsTokenCount"), pid, "usageMetadata.thoughtsTokenCount")
+        return Usage(
+            input_tokens=_sum_known(prompt, tool_prompt),
+            output_tokens=_sum_known(candidates, thoughts),
+            total_tokens=opt_int(u.get("totalTokenCount"), pid, "usageMetadata.totalTokenCount"),
+            cache_read_tokens=opt_int(
+                u.get("cachedContentTokenCount"), pid, "usageMetadata.cachedContentTokenCount"
+            ),
+            reasoning_tokens=thoughts,
+        )
+
+    # --- errors --------------------------------------------------------------------
+
+    def error_message(self, body: bytes) -> tuple[str, str | None]:
+        """`(message, code)` of an error body; the code is the most specific of the
+        `ErrorInfo` reason and the `status` name."""
+        payload = _error_object(body)
+        if payload is None:
+            return body.decode("utf-8", "replace").strip()[:500], None
+        message, status_name, reasons, _ = self.error_fields(payload)
+        return message, (reasons[0] if reasons else status_name)
+
+    def error_from_response(
+        self, status: int, headers: httpx.Headers, body: bytes, phase: str = "generate"
+    ) -> ProviderError:
+        """Map an error status and a Gemini error body to a typed error."""
+        payload = _error_object(body)
+        if payload is None:
+            text = body.decode("utf-8", "replace").strip()[:500]
+            return self.error_from_parts(
+                status, text, None, retry_after=parse_retry_after(headers), phase=phase
+            )
+        return self.error_from_payload(payload, status, parse_retry_after(headers), phase=phase)
+
+    def error_fields(self, error: Any) -> tuple[str, str | None, list[str], float | None]:
+        """`(message, status name, ErrorInfo reasons, RetryInfo delay)` of an error object."""
+        if not isinstance(error, dict):
+            return str(error)[:500], None, [], None
+        message = error.get("message")
+        status_name = error.get("status")
+        reasons: list[str] = []
+        delay: float | None = None
+        details = error.get("details")
+        for detail in details if isinstance(details, list) else ():
+            if not isinstance(detail, dict):
+                continue
+            reason = detail.get("reason")
+            if isinstance(reason, str) and reason:
+                reasons.append(reason)
+            retry = detail.get("retryDelay")
+            if isinstance(retry, str) and (m := _RETRY_DELAY.match(retry)):
+                delay = float(m.group(1))
+        return (
+            str(message) if message is not None else json.dumps(error)[:500],
+            str(status_name) if status_name else None,
+            reasons,
+            delay,
+        )
+
+    def error_from_payload(
+        self,
+        error: Any,
+        status: int | None,
+        retry_after: float | None,
+        *,
+        phase: str = "generate",
+    ) -> ProviderError:
+        """A typed error for a Gemini error object (`{"code", "message", "status", ...}`)."""
+        message, status_name, reasons, delay = self.error_fields(error)
+        if status is None and isinstance(error, dict):
+            code = error.get("code")
+            if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
+                status = code
+        code_text = " ".join([*reasons, status_name or ""]).strip() or None
+        return self.error_from_parts(
+            status,
+            message,
+            code_text,
+            retry_after=retry_after if retry_after is not None else delay,
+            phase=phase,
+        )
+
+    def error_from_parts(
+        self,
+        status: int | None,
+        message: str,
+        code: str | None,
+        *,
+        retry_after: float | None = None,
+        phase: str = "generate",
+    ) -> ProviderError:
+        """Map a status, a Gemini status name / reason (`code`) and a message to a typed
+        error, Gemini's names first, the HTTP status after."""
+        pid = self.instance_id
+        where = f"HTTP {status}" if status is not None else "error frame"
+        text = f"{pid}: {where}: {message or 'no message'}"
+        if code:
+            text += f" ({code})"
+        kw: dict[str, Any] = {"provider": pid, "http_status": status, "phase": phase}
+        names = set((code or "").split())
+        lowered = f"{code or ''} {message}".lower()
+        if any(phrase in lowered for phrase in _CONTEXT_PHRASES):
+            return ContextWindowError(text, **kw)
+        if "content_filter" in lowered or "content_policy" in lowered:
+            return ContentFilterError(text, **kw)
+        if (
+            any(n.startswith("API_KEY") for n in names)
+            or names & _AUTH_STATUSES
+            or status in (401, 403)
+        ):
+            return AuthenticationError(text, **kw)
+        if "RESOURCE_EXHAUSTED" in names or status == 429:
+            return RateLimitError(text, retry_after=retry_after, **kw)
+        if "UNAVAILABLE" in names or status in (503, 529):
+            return OverloadedError(text, **kw)
+        if "NOT_FOUND" in names or status == 404:
+            return ModelNotFoundError(text, **kw)
+        if status == 408:
+            return ProviderTimeoutError(text, timeout_kind="total", **kw)
+        retryable = status is None or status >= 500 or bool(names & {"INTERNAL", "ABORTED"})
+        return ProviderError(text, retryable=retryable, **kw)
+
+    # --- discovery -----------------------------------------------------------------
+
+    async def models(self) -> Sequence[DiscoveredModel]:
+        """List models from `GET /models`, following `nextPageToken` (bounded)."""
+        pid = self.instance_id
+        found: list[DiscoveredModel] = []
+        token: str | None = None
+        seen: set[str] = set()
+        for _ in range(_MAX_MODEL_PAGES):
+            params = {"pageSize": _MODELS_PAGE_SIZE}
+            if token:
+                params["pageToken"] = token
+            response = await self.send("GET", "/models", params=params, phase="discover")
+            try:
+                payload = await self.read_json(response)
+            finally:
+                await response.aclose()
+            page = as_dict(payload, pid, "models")
+            for entry in as_list(page.get("models"), pid, "models.models"):
+                model = self.discovered(as_dict(entry, pid, "models.models[]"))
+                if model is not None:
+                    found.append(model)
+            token = opt_str(page.get("nextPageToken"), pid, "models.nextPageToken")
+            if not token or token in seen:
+                break
+            seen.add(token)
+        return found
+
+    def discovered(self, entry: dict[str, Any]) -> DiscoveredModel | None:
+        """One `models[]` entry as a `DiscoveredModel` (`None` without a name)."""
+        pid = self.instance_id
+        name = opt_str(entry.get("name"), pid, "models[].name")
+        if not name:
+            return None
+        facts: dict[str, Any] = {}
+        methods = entry.get("supportedGenerationMethods")
+        if isinstance(methods, list):
+            facts["supported_generation_methods"] = tuple(m for m in methods if isinstance(m, str))
+        thinking = entry.get("thinking")
+        if isinstance(thinking, bool):
+            facts["reasoning"] = thinking
+        display = entry.get("displayName")
+        if isinstance(display, str) and display:
+            facts["display_name"] = display
+        return DiscoveredModel(
+            pid,
+            name.removeprefix("models/"),
+            context_window=_positive(entry.get("inputTokenLimit")),
+            max_output_tokens=_positive(entry.get("outputTokenLimit")),
+            facts=facts,
+            raw=entry,
+        )
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def _sum_known(a: int | None, b: int | None) -> int | None:
+    if a is None and b is None:
+        return None
+    return (a or 0) + (b or 0)
+
+
+def _positive(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def _is_event_stream(response: httpx.Response, requested: str) -> bool:
+    """Whether a streamed body is server-sent events (else a JSON array or objects)."""
+    kind = response.headers.get("content-type", "").lower()
+    if "event-stream" in kind:
+        return True
+    if "json" in kind:
+        return False
+    return requested == "sse"
+
+
+def _error_object(body: bytes) -> Any | None:
+    """The `error` object of an error body (also when wrapped in a list), or `None`."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(payload, list) and payload:
+        payload = payload[0]
+    if not isinstance(payload, dict):
+        return None
+    error = payload.get("error", payload)
+    return error if isinstance(error, dict) else {"message": str(error)}
+
+
+def image_part(image: ImageContent) -> dict[str, Any]:
+    """An image as `inlineData` (bytes, `data:` URLs) or `fileData` (other URLs)."""
+    inline = image.base64_data()
+    if inline is not None:
+        media_type, data = inline
+        return {"inlineData": {"mimeType": media_type, "data": data}}
+    uri = image.as_data_url()
+    file_data: dict[str, Any] = {"fileUri": uri}
+    mime = image.media_type or mimetypes.guess_type(uri.split("?", 1)[0])[0]
+    if mime:
+        file_data["mimeType"] = mime
+    return {"fileData": file_data}
+
+
+def native_parts(m: Message) -> list[dict[str, Any]] | None:
+    """The native parts an assistant message carries in `provider_data`, if any."""
+    native = m.provider_data.get(PROVIDER_DATA_KEY)
+    if isinstance(native, Mapping):
+        parts = native.get("parts")
+        if isinstance(parts, list) and all(isinstance(p, dict) for p in parts) and parts:
+            return [dict(p) for p in parts]
+    return None
+
+
+def content_parts(raw: Any) -> list[dict[str, Any]]:
+    """The model turn's parts, rebuilt from a kept raw payload.
+
+    Args:
+        raw: `Generation.raw` of a Gemini result: the list of streamed chunks or the
+            whole response.
+
+    Returns:
+        Every part of the first candidate, in arrival order, thought signatures
+        included; empty text parts without a signature are dropped.
+    """
+    chunks = raw if isinstance(raw, list) else [raw]
+    parts: list[dict[str, Any]] = []
+    for chunk in chunks:
+        if not isinstance(chunk, Mapping):
+            continue
+        candidates = chunk.get("candidates")
+        if not isinstance(candidates, list) or not candidates:
+            continue
+        first = candidates[0]
+        content = first.get("content") if isinstance(first, Mapping) else None
+        found = content.get("parts") if isinstance(content, Mapping) else None
+        for part in found if isinstance(found, list) else ():
+            if not isinstance(part, Mapping):
+                continue
+            if set(part) <= {"text", "thought"} and not part.get("text"):
+                continue
+            parts.append(dict(part))
+    return parts
+
+
+def assistant_message(generation: Generation) -> Message:
+    """The assistant turn of `generation`, ready to append to the conversation.
+
+    With the raw payload kept (`retain_raw=True`), the message carries the turn's
+    native parts — thought signatures included — in `provider_data`, and the Gemini
+    adapter sends them back verbatim, as Gemini 3 requires when a tool-use turn
+    continues. Without it, the message holds only the text and the tool calls.
+
+    Args:
+        generation: A result from a Gemini target.
+
+    Returns:
+        The assistant message.
+    """
+    parts = content_parts(generation.raw) if generation.raw is not None else []
+    if not parts:
+        return Message.assistant(generation.text, generation.tool_calls)
+    return Message(
+        "assistant",
+        generation.text,
+        tool_calls=generation.tool_calls,
+        provider_data={PROVIDER_DATA_KEY: {"parts": parts}},
+    )
+
+
+class _JSONStreamReader:
+    """Incremental reader of Gemini's un-SSE'd stream body: a JSON array of objects.
+
+    Fed bytes as they arrive (split anywhere, UTF-8 characters included), it returns
+    each complete top-level object's bytes and notes the closing `]`. A body of bare
+    objects (no array) is read too. Structural bytes are ASCII, so scanning bytes is
+    safe inside multi-byte characters; object text is decoded only when whole.
+    """
+
+    def __init__(self, provider: str) -> None:
+        self._provider = provider
+        self._buf = bytearray()
+        self._pos = 0
+        self._depth = 0
+        self._in_string = False
+        self._escape = False
+        self._started = False
+        self.array = False
+        self.closed = False
+
+    @property
+    def partial(self) -> bool:
+        """Whether an object has begun but not ended."""
+        return self._depth > 0
+
+    def _bad(self, byte: int) -> ProtocolError:
+        return ProtocolError(
+            f"{self._provider}: malformed stream body: unexpected {chr(byte)!r} between "
+            "response objects",
+            provider=self._provider,
+        )
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Consume `data`; return the objects it completed, in order.
+
+        Raises:
+            ProtocolError: For bytes that cannot appear between array elements.
+        """
+        if self.closed:
+            return []
+        buf = self._buf
+        buf += data
+        out: list[bytes] = []
+        pos = self._pos
+        start = 0
+        n = len(buf)
+        while pos < n:
+            c = buf[pos]
+            if self._depth:
+                if self._in_string:
+                    if self._escape:
+                        self._escape = False
+                    elif c == 0x5C:  # backslash
+                        self._escape = True
+                    elif c == 0x22:  # quote
+                        self._in_string = False
+                elif c == 0x22:
+                    self._in_string = True
+                elif c in (0x7B, 0x5B):  # { [
+                    self._depth += 1
+                elif c in (0x7D, 0x5D):  # } ]
+                    self._depth -= 1
+                    if not self._depth:
+                        out.append(bytes(buf[start : pos + 1]))
+                        start = pos + 1
+                pos += 1
+                continue
+            if c in (0x20, 0x09, 0x0A, 0x0D):  # whitespace
+                pos += 1
+                continue
+            if not self._started:
+                self._started = True
+                if c == 0x5B:  # [
+                    self.array = True
+                    pos += 1
+                    continue
+            if c == 0x7B:
+                self._depth = 1
+                start = pos
+            elif c == 0x2C and self.array:  # , between elements
+                pass
+            elif c == 0x5D and self.array:  # ] closes the stream
+                self.closed = True
+                self._buf = bytearray()
+                self._pos = 0
+                return out
+            else:
+                raise self._bad(c)
+            pos += 1
+        if self._depth:
+            del buf[:start]
+            self._pos = pos - start
+        else:
+            buf.clear()
+            self._pos = 0
+        return out
