@@ -1,0 +1,273 @@
+"""Cassettes: record real HTTP once, replay it offline forever (vcrpy underneath).
+
+Recording scrubs secrets **before anything touches disk**: auth headers, cookies,
+organization/project ids, every secret registered with `anyinfer.register_secret` (which
+includes every credential the library resolved), and common key patterns, wherever they
+appear — request and response headers, the URL's query, and bodies. Bodies are stored
+decompressed, and multi-line text (SSE streams) as readable YAML literal blocks.
+
+Replay is strict: a request with no recording fails with a message saying how to record
+it, and a recorded interaction the test never requested fails the test. While replaying,
+any connection attempt that leaves loopback fails loudly.
+
+vcrpy reads a whole response before storing it, so a cassette keeps the bytes and the
+SSE framing but not network chunk boundaries or timing: streaming edge cases belong to the
+fake servers, cassettes prove the adapters read real traffic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import re
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+__all__ = [
+    "MASK",
+    "RECORD_MODES",
+    "NetworkBlockedError",
+    "block_non_loopback",
+    "make_vcr",
+    "scrub_request",
+    "scrub_response",
+    "scrub_text",
+    "cassette_path",
+    "unplayed",
+]
+
+RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
+"""Record modes: `none` replays only (the CI default); `once` records a missing cassette;
+`new_episodes` records requests the cassette lacks; `all` re-records every request;
+`rewrite` deletes the cassette first, then records."""
+
+MASK = "REDACTED"
+
+_SECRET_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+        "cookie",
+        "set-cookie",
+        "openai-organization",
+        "openai-project",
+        "anthropic-organization-id",
+    }
+)
+_SECRET_QUERY = frozenset({"key", "api_key", "api-key", "apikey", "token", "access_token", "sig"})
+_KEY_PATTERNS = re.compile(
+    r"(sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,})"  # OpenAI / Anthropic style keys
+    r"|(AIza[0-9A-Za-z_\-]{30,})"  # Google API keys
+    r"|(hf_[A-Za-z0-9]{20,})"  # Hugging Face tokens
+    r"|(gsk_[A-Za-z0-9]{20,})"  # Groq keys
+    r"|((?:org|proj)-[A-Za-z0-9]{16,})"  # OpenAI organization / project ids
+)
+
+
+def scrub_text(text: str) -> str:
+    """Mask registered secrets and common key patterns in text."""
+    from anyinfer._redact import redact
+
+    return _KEY_PATTERNS.sub(MASK, redact(text).replace("[secure]", MASK))
+
+
+def _scrub_body(body: Any) -> Any:
+    if body is None:
+        return None
+    if isinstance(body, bytes):
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            return body
+        return scrub_text(text).encode("utf-8")
+    if isinstance(body, str):
+        return scrub_text(body)
+    return body
+
+
+def _scrub_uri(uri: str) -> str:
+    parts = urlsplit(uri)
+    if not parts.query:
+        return scrub_text(uri)
+    query = [
+        (k, MASK if k.lower() in _SECRET_QUERY else scrub_text(v))
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    return scrub_text(urlunsplit(parts._replace(query=urlencode(query))))
+
+
+def scrub_request(request: Any) -> Any:
+    """vcrpy `before_record_request`: scrub headers, query and body of a request."""
+    for name in list(request.headers):
+        if name.lower() in _SECRET_HEADERS:
+            request.headers[name] = MASK
+        else:
+            request.headers[name] = scrub_text(str(request.headers[name]))
+    request.uri = _scrub_uri(request.uri)
+    request.body = _scrub_body(request.body)
+    return request
+
+
+def scrub_response(response: dict[str, Any]) -> dict[str, Any]:
+    """vcrpy `before_record_response`: scrub headers and body; store text as text."""
+    headers: dict[str, Any] = response.get("headers", {})
+    for name in list(headers):
+        if name.lower() in _SECRET_HEADERS:
+            del headers[name]
+            continue
+        headers[name] = [scrub_text(str(v)) for v in headers[name]]
+    body = response.get("body", {})
+    content = body.get("string")
+    if isinstance(content, bytes):
+        with contextlib.suppress(UnicodeDecodeError):  # binary bodies stay bytes
+            body["string"] = scrub_text(content.decode("utf-8"))
+    elif isinstance(content, str):
+        body["string"] = scrub_text(content)
+    return response
+
+
+class _LiteralDumper:
+    """YAML serializer for vcrpy writing multi-line strings as literal blocks."""
+
+    @staticmethod
+    def serialize(cassette_dict: dict[str, Any]) -> str:
+        import yaml
+
+        class Dumper(yaml.SafeDumper):
+            pass
+
+        def represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+            style = "|" if "\n" in value else None
+            return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+        Dumper.add_representer(str, represent_str)
+        return str(
+            yaml.dump(
+                cassette_dict, Dumper=Dumper, allow_unicode=True, sort_keys=False, width=1_000_000
+            )
+        )
+
+    @staticmethod
+    def deserialize(cassette_string: str) -> Any:
+        import yaml
+
+        return yaml.safe_load(cassette_string)
+
+
+def _json_body_matcher(r1: Any, r2: Any) -> None:
+    """Bodies match when equal as JSON (key order aside), else byte for byte."""
+
+    def parse(body: Any) -> Any:
+        if body is None or body == b"" or body == "":
+            return None
+        try:
+            return json.loads(body)
+        except (ValueError, TypeError):
+            return body
+
+    a, b = parse(r1.body), parse(r2.body)
+    if a != b:
+        raise AssertionError(f"request bodies differ: {str(a)[:200]!r} != {str(b)[:200]!r}")
+
+
+def make_vcr(cassette_dir: Path, record_mode: str) -> Any:
+    """A configured `vcr.VCR`: scrubbing, literal blocks, strict JSON-aware matching.
+
+    Args:
+        cassette_dir: Where cassettes live.
+        record_mode: One of `RECORD_MODES` (`rewrite` is `all` after deleting the file;
+            the caller deletes).
+    """
+    import vcr
+
+    if record_mode not in RECORD_MODES:
+        raise ValueError(
+            f"record mode must be one of {', '.join(RECORD_MODES)}, got {record_mode!r}"
+        )
+    v = vcr.VCR(
+        cassette_library_dir=str(cassette_dir),
+        record_mode="all" if record_mode == "rewrite" else record_mode,
+        serializer="anyinfer-yaml",
+        decode_compressed_response=True,
+        before_record_request=scrub_request,
+        before_record_response=scrub_response,
+        match_on=("method", "scheme", "host", "port", "path", "query", "json_body"),
+        allow_playback_repeats=False,
+        filter_headers=[(h, MASK) for h in sorted(_SECRET_HEADERS)],
+    )
+    v.register_serializer("anyinfer-yaml", _LiteralDumper)
+    v.register_matcher("json_body", _json_body_matcher)
+    return v
+
+
+class NetworkBlockedError(OSError):
+    """A connection tried to leave loopback while cassettes were replaying."""
+
+
+def _is_loopback(address: Any) -> bool:
+    if isinstance(address, str | bytes):
+        return True  # a Unix socket path
+    if not (isinstance(address, tuple) and address):
+        return False
+    host = str(address[0])
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@contextlib.contextmanager
+def block_non_loopback() -> Iterator[None]:
+    """Make every socket connection that would leave loopback raise `NetworkBlockedError`."""
+    real_connect: Callable[..., Any] = socket.socket.connect
+    real_connect_ex: Callable[..., Any] = socket.socket.connect_ex
+
+    def guard(address: Any) -> None:
+        if not _is_loopback(address):
+            raise NetworkBlockedError(
+                f"network access to {address!r} during cassette replay: the test made a request "
+                "that has no recording (record it with --anyinfer-record-mode=once)"
+            )
+
+    def connect(self: socket.socket, address: Any) -> Any:
+        guard(address)
+        return real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> Any:
+        guard(address)
+        return real_connect_ex(self, address)
+
+    socket.socket.connect = connect  # type: ignore[method-assign, assignment]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign, assignment]
+    try:
+        yield
+    finally:
+        socket.socket.connect = real_connect  # type: ignore[method-assign]
+        socket.socket.connect_ex = real_connect_ex  # type: ignore[method-assign]
+
+
+def cassette_path(cassette_dir: Path, provider: str, module: str, name: str) -> Path:
+    """`<dir>/<provider>/<test module>/<test name>.yaml`, with unsafe characters replaced."""
+
+    def safe(part: str) -> str:
+        return re.sub(r"[^A-Za-z0-9_.\-\[\]]+", "_", part)
+
+    return cassette_dir / safe(provider) / safe(module) / f"{safe(name)}.yaml"
+
+
+def unplayed(cassette: Any) -> list[str]:
+    """Descriptions of recorded interactions a replay never used."""
+    out = []
+    for index, (request, _response) in enumerate(cassette.data):
+        if not cassette.play_counts[index]:
+            out.append(f"{request.method} {request.uri}")
+    return out
