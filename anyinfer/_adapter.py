@@ -15,7 +15,6 @@ once for every adapter. What it must do:
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
 import re
@@ -55,6 +54,7 @@ __all__ = [
 ]
 
 _ERROR_BODY_LIMIT = 64 * 1024
+_decode_json = json.JSONDecoder().decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +362,9 @@ class HTTPAdapter(Adapter):
     def parse_json(self, data: bytes | str) -> Any:
         """Parse one JSON document, raising `ProtocolError` on malformed input."""
         try:
-            return json.loads(data)
+            # json.loads(bytes) sniffs the encoding of every document; providers send
+            # UTF-8, so decode once and skip json.loads' argument plumbing.
+            return _decode_json(data.decode() if isinstance(data, bytes) else data)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(
                 f"{self.instance_id}: malformed JSON from the provider: {exc}",
@@ -536,6 +538,8 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    import email.utils
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
