@@ -18,6 +18,7 @@ blocks must survive the round trip to match what the recording sent.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -363,7 +364,7 @@ def check_events_match_result(events: list[Any], result: ai.Generation) -> None:
     for e in events:
         if isinstance(e, ai.UsageUpdate):
             merged = merged.merge(e.usage)
-    assert merged.normalized() == result.usage
+    assert merged.normalized() == dataclasses.replace(result.usage, cost_usd=None)
 
 
 # Typographic characters the pydantic-ai recorder flattened in request bodies only.
@@ -434,7 +435,7 @@ def test_replay_matches_recording(item: Interaction) -> None:
     assert result.reasoning == exp.reasoning
     assert list(result.tool_calls) == exp.tool_calls()
     assert result.finish_reason == exp.finish_reason
-    assert result.usage == exp.expected_usage()
+    assert dataclasses.replace(result.usage, cost_usd=None) == exp.expected_usage()
     assert not result.warnings
     assert [a.outcome for a in result.attempts] == ["ok"]
     if item.request.wants_stream:
@@ -473,7 +474,7 @@ def test_replay_without_message_stop_follows_trailing_usage_rule(item: Interacti
     assert result is not None
     assert result.finish_reason == exp.finish_reason
     assert result.text == exp.text
-    assert result.usage == exp.expected_usage()
+    assert dataclasses.replace(result.usage, cost_usd=None) == exp.expected_usage()
     assert any(w.startswith("usage may be incomplete") for w in result.warnings)
     check_ordering(run.events, ended=True)
 

@@ -15,6 +15,7 @@ event-stream grammar); non-streamed ones through `AsyncClient.generate`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -322,7 +323,7 @@ def test_replay_matches_recording(item: Interaction) -> None:
     assert result.reasoning == exp.reasoning
     assert list(result.tool_calls) == exp.tool_calls()
     assert result.finish_reason == exp.finish_reason
-    assert result.usage == exp.expected_usage()
+    assert dataclasses.replace(result.usage, cost_usd=None) == exp.expected_usage()
     assert result.target == ai.ResolvedTarget(PID, result.target.model, PID)
     assert result.warnings == ()  # the terminal event is the sentinel: nothing is missing
     if item.request.wants_stream:
