@@ -15,6 +15,7 @@ once for every adapter. What it must do:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -340,6 +341,26 @@ class HTTPAdapter(Adapter):
                 f"{self.instance_id}: connection lost mid-response: {exc}",
                 provider=self.instance_id,
             ) from None
+
+    async def drain(self, frames: AsyncIterator[Any], seconds: float = 0.01) -> None:
+        """Read what follows the protocol's end marker, for a moment, before closing.
+
+        A response closed before the end of its body makes httpx drop the connection
+        instead of returning it to the pool, so every stream would pay a new TCP (and
+        TLS) handshake. After the end marker the body's last bytes normally follow at
+        once; the wait is bounded, and nothing read here is used.
+
+        Args:
+            frames: The framing iterator (`iter_sse`, `iter_ndjson`) that produced the
+                end marker.
+            seconds: The longest wait.
+        """
+        import asyncio
+
+        with contextlib.suppress(TimeoutError, AnyInferError, httpx.HTTPError):
+            async with asyncio.timeout(seconds):
+                async for _ in frames:
+                    pass
 
     async def read_body(
         self, response: httpx.Response, request: GenerationRequest | None = None

@@ -232,3 +232,12 @@ def test_first_byte_and_idle_timeouts_are_told_apart() -> None:
         with pytest.raises(ai.ProviderTimeoutError) as idle:
             client.stream("hi", target="openai:m", timeout_s=0.3).collect()
     assert idle.value.timeout_kind == "idle"
+
+
+def test_connections_are_reused_after_a_drained_stream() -> None:
+    with FakeServer("openai-chat", lambda _r: Script(pieces=(Text("x"),))) as srv:
+        with ai.Client([settings(srv)]) as client:
+            for _ in range(3):
+                client.stream("hi", target="openai:m").collect()
+                client.generate("hi", target="openai:m")
+        assert srv.connections_opened == 1

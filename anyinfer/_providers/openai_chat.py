@@ -161,6 +161,8 @@ class OpenAIChatAdapter(HTTPAdapter):
         response = await self.send(
             "POST", "/chat/completions", json_body=self.build_body(request), request=request
         )
+        frames = None
+        done = False
         try:
             if not request.stream:
                 payload = await self.read_json(response, request)
@@ -170,9 +172,11 @@ class OpenAIChatAdapter(HTTPAdapter):
                     yield part
                 yield END
                 return
-            async for sse in self.iter_sse(response, request):
+            frames = self.iter_sse(response, request)
+            async for sse in frames:
                 data = sse.data
                 if data == b"[DONE]":
+                    done = True
                     yield END
                     return
                 chunk = self.parse_json(data)
@@ -181,12 +185,18 @@ class OpenAIChatAdapter(HTTPAdapter):
                 for part in self.parts_from_chunk(chunk, "delta"):
                     yield part
         finally:
+            if done and frames is not None:
+                await self.drain(frames)  # lets httpx keep the connection alive
             await response.aclose()
 
     def parts_from_chunk(self, chunk: Any, key: str) -> Iterator[Part]:
-        """Parts of one stream chunk (`key="delta"`) or a whole response (`"message"`)."""
-        pid = self.instance_id
-        chunk = as_dict(chunk, pid, "chunk")
+        """Parts of one stream chunk (`key="delta"`) or a whole response (`"message"`).
+
+        Type checks are inlined on the common path; the checked accessors run only to
+        raise the `ProtocolError` that names the offending field.
+        """
+        if not isinstance(chunk, dict):
+            as_dict(chunk, self.instance_id, "chunk")
         usage = self.chunk_usage(chunk)
         error = chunk.get("error")
         if error is not None:
@@ -196,14 +206,22 @@ class OpenAIChatAdapter(HTTPAdapter):
             # Gateways (OpenRouter, Groq) put the upstream HTTP status in the frame.
             status = int(code) if code is not None and code.isdigit() else None
             raise self.error_from_parts(status, message, code, phase="stream")
-        for choice in as_list(chunk.get("choices"), pid, "choices"):
-            choice = as_dict(choice, pid, "choices[]")
+        choices = chunk.get("choices")
+        if choices is not None and not isinstance(choices, list):
+            as_list(choices, self.instance_id, "choices")
+        for choice in choices or ():
+            if not isinstance(choice, dict):
+                as_dict(choice, self.instance_id, "choices[]")
             if choice.get("index", 0) != 0:
                 continue  # n > 1 is not supported; only the first choice is read
-            delta = opt_dict(choice.get(key), pid, f"choices[].{key}")
+            delta = choice.get(key)
+            if delta is not None and not isinstance(delta, dict):
+                as_dict(delta, self.instance_id, "choices[]." + key)
             if delta:
                 yield from self.parts_from_delta(delta, key)
-            reason = opt_str(choice.get("finish_reason"), pid, "finish_reason")
+            reason = choice.get("finish_reason")
+            if reason is not None and not isinstance(reason, str):
+                opt_str(reason, self.instance_id, "finish_reason")
             if reason:
                 yield FinishPart(FINISH_MAP.get(reason, reason))
         if usage:
@@ -224,21 +242,29 @@ class OpenAIChatAdapter(HTTPAdapter):
 
     def parts_from_delta(self, delta: dict[str, Any], key: str) -> Iterator[Part]:
         """Parts of one `delta` (or `message`) object."""
-        pid = self.instance_id
         for field in self.reasoning_fields:
             reasoning = delta.get(field)
-            if isinstance(reasoning, str) and reasoning:
+            if reasoning and isinstance(reasoning, str):
                 yield ReasoningPart(reasoning)
                 break
         content = delta.get("content")
-        if isinstance(content, list):
-            yield from _content_list_parts(content, pid, key)
-        elif content:
-            yield TextPart(as_str(content, pid, f"{key}.content"))
+        if content:
+            if isinstance(content, str):
+                yield TextPart(content)
+            elif isinstance(content, list):
+                yield from _content_list_parts(content, self.instance_id, key)
+            else:
+                as_str(content, self.instance_id, key + ".content")
         refusal = delta.get("refusal")
         if refusal:
-            yield TextPart(as_str(refusal, pid, f"{key}.refusal"))
-        for position, call in enumerate(as_list(delta.get("tool_calls"), pid, "tool_calls")):
+            yield TextPart(as_str(refusal, self.instance_id, key + ".refusal"))
+        calls = delta.get("tool_calls")
+        if calls is not None:
+            yield from self._tool_call_parts(calls)
+
+    def _tool_call_parts(self, calls: Any) -> Iterator[Part]:
+        pid = self.instance_id
+        for position, call in enumerate(as_list(calls, pid, "tool_calls")):
             call = as_dict(call, pid, "tool_calls[]")
             fn = opt_dict(call.get("function"), pid, "tool_calls[].function") or {}
             index = opt_int(call.get("index"), pid, "tool_calls[].index")
