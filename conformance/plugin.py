@@ -13,7 +13,6 @@ tests, and ends with an adapter x guarantee matrix.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -351,22 +350,35 @@ def pytest_runtest_makereport(
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Print the adapter x guarantee matrix."""
     state = config.stash.get(_STATE, None)
-    if state is None or not state.entries:
+    if state is None or not state.entries or config.option.collectonly:
         return
-    from .checker import GUARANTEES
+    from hypothesis import settings
 
-    adapters = [e.name for e in state.entries]
-    width = max(len(g) for g in GUARANTEES) + 2
-    cols = [max(len(a), 5) + 2 for a in adapters]
+    from .checker import GUARANTEES, SHORT_NAMES
+
+    names = [e.name for e in state.entries]
+    first = max(len("adapter"), *(len(n) for n in names)) + 2
+    labels = [SHORT_NAMES.get(g, g) for g in GUARANTEES]
+    widths = [max(len(label), 4) + 2 for label in labels]
     tr = terminalreporter
     tr.section("anyinfer conformance: adapter x guarantee")
-    tr.write_line(" " * width + "".join(a.ljust(c) for a, c in zip(adapters, cols)))
-    for g in GUARANTEES:
-        cells = [state.cells.get((a, g), "-") for a in adapters]
-        line = g.ljust(width) + "".join(v.ljust(c) for v, c in zip(cells, cols))
-        tr.write_line(line.rstrip(), red="FAIL" in cells or "error" in cells)
+    header = "adapter".ljust(first) + "".join(lb.ljust(w) for lb, w in zip(labels, widths))
+    tr.write_line(header.rstrip())
+    for entry in state.entries:
+        cells = [state.cells.get((entry.name, g), "-") for g in GUARANTEES]
+        line = entry.name.ljust(first) + "".join(c.ljust(w) for c, w in zip(cells, widths))
+        bad = "FAIL" in cells or "error" in cells
+        tr.write_line(line.rstrip(), red=bad, green=not bad and "ok" in cells)
+    tr.write_line("")
+    tr.write_line("  ".join(f"{SHORT_NAMES.get(g, g)} = {g}" for g in GUARANTEES[:5]))
+    tr.write_line("  ".join(f"{SHORT_NAMES.get(g, g)} = {g}" for g in GUARANTEES[5:]))
+    tr.write_line(
+        "ok: held in every example; FAIL: broken (see the report above); error: the test "
+        "failed for another reason; -: not reached"
+    )
     dialects = ", ".join(f"{e.name}: {e.dialect}" for e in state.entries)
     tr.write_line(f"dialects: {dialects}")
-    profile = os.environ.get("HYPOTHESIS_PROFILE", "")
-    if profile:
-        tr.write_line(f"hypothesis profile: {profile}")
+    profile = settings.get_current_profile_name()
+    examples = state.examples_option or settings().max_examples
+    where = f", hypothesis profile {profile!r}" if profile else ""
+    tr.write_line(f"examples per property: {examples}{where}")

@@ -454,16 +454,25 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
             yield END
             return
         events = 0
-        async for sse in self.iter_sse(response, request):
-            events += 1
-            if sse.data == b"[DONE]":
-                yield END
-                return
-            chunk = self.parse_json(sse.data)
-            if request.retain_raw:
-                yield RawPart(chunk)
-            for part in state.filter(self.parts_from_chunk(state.prepare(chunk, "delta"), "delta")):
-                yield part
+        frames = self.iter_sse(response, request)
+        done = False
+        try:
+            async for sse in frames:
+                events += 1
+                if sse.data == b"[DONE]":
+                    done = True
+                    yield END
+                    return
+                chunk = self.parse_json(sse.data)
+                if request.retain_raw:
+                    yield RawPart(chunk)
+                for part in state.filter(
+                    self.parts_from_chunk(state.prepare(chunk, "delta"), "delta")
+                ):
+                    yield part
+        finally:
+            if done:
+                await self.drain(frames)  # lets httpx keep the connection alive
         if events == 0:
             raise StreamError(
                 f"{pid}: the stream ended without sending anything (an empty 200: the "
