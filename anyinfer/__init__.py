@@ -47,7 +47,7 @@ from ._events import (
 from ._messages import ContentPart, ImageContent, Message, MessagesInput, Role, TextContent
 from ._redact import register_secret
 from ._registry import ENTRY_POINT_GROUP, ProviderRegistry, default_registry
-from ._request import ReasoningEffort, Sampling, ToolChoice, ToolSpec
+from ._request import DEFAULT_MAX_ROUNDS, ReasoningEffort, Sampling, ToolChoice, ToolSpec
 from ._route import Decision, RetryPolicy, Route, default_decision
 from ._settings import ProviderSettings
 from ._stream import AsyncStream, SyncStream
@@ -69,6 +69,12 @@ from ._types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_ROUNDS",
+    "Repair",
+    "SchemaSpec",
+    "SupportsJSONSchema",
+    "Tool",
+    "tool",
     "DEFAULT_PRICING_URL",
     "AttemptEnded",
     "AttemptStarted",
@@ -196,6 +202,8 @@ _LAZY: dict[str, str] = {
     ),
     **dict.fromkeys(("ModelCapabilities", "Provenance"), "._capabilities"),
     "Catalog": "._catalog",
+    **dict.fromkeys(("Tool", "tool"), "._tools"),
+    **dict.fromkeys(("Repair", "SchemaSpec", "SupportsJSONSchema"), "._structured"),
     **dict.fromkeys(
         (
             "DEFAULT_PRICING_URL",

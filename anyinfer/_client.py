@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,12 +17,21 @@ from ._errors import (
     ConfigError,
     ContentFilterError,
     ContextWindowError,
+    SchemaViolationError,
+    ToolLoopError,
 )
 from ._events import AttemptFailed, StreamEnded, StreamEvent, TimingMark, UsageUpdate
 from ._health import Breakers
 from ._messages import MessagesInput, normalize_messages
 from ._redact import register_secret
-from ._request import GenerationRequest, ReasoningEffort, Sampling, ToolChoice, ToolSpec
+from ._request import (
+    DEFAULT_MAX_ROUNDS,
+    GenerationRequest,
+    ReasoningEffort,
+    Sampling,
+    ToolChoice,
+    ToolSpec,
+)
 from ._route import Route
 from ._settings import ProviderSettings
 from ._stream import AsyncStream, SyncStream, _LoopThread
@@ -39,6 +48,7 @@ if TYPE_CHECKING:
     from ._local.store import ModelStore, RemovalReport, ResolvedModel, StoreEntry
     from ._pricing import PricingTable
     from ._registry import ProviderRegistry
+    from ._structured import NormalizedSchema, Repair
     from ._telemetry import Observer
 
 # Provider ids whose engines run local weights, and the catalog engines they serve.
@@ -129,6 +139,7 @@ class AsyncClient:
         self._resolver = resolver if resolver is not None else ResolverChain()
         self._breakers = Breakers()
         self._retain_raw = retain_raw
+        self._repair = repair
         self._catalog_arg = catalog
         self._use_default_catalog = use_default_catalog
         self._pricing_arg = pricing_table
@@ -241,7 +252,7 @@ class AsyncClient:
             capabilities=caps,
             estimator=self._estimator,
             tools=tuple(tools),
-            schema=_schema_mapping(schema),
+            schema=_budget_schema(schema),
             model=rt.model,
             sampling_max_output=sampling.max_output_tokens if sampling else None,
             output_reserve_tokens=output_reserve_tokens,
@@ -661,16 +672,26 @@ class AsyncClient:
         *,
         wire_stream: bool,
     ) -> AsyncIterator[StreamEvent]:
-        if schema is not None or repair is not None:
-            raise ConfigError("structured output (schema=, repair=) is not available yet")
         msgs = normalize_messages(messages)
         chosen = self._route_for(target, route)
         targets = tuple(self.resolve(t) for t in chosen.targets)
         redirects = tuple(self.resolve(t) for t in chosen.content_policy_targets)
-        tool_specs = tuple(tools)
-        for t in tool_specs:
-            if not isinstance(t, ToolSpec):
-                raise ConfigError(f"tools must be ToolSpec objects, got {type(t).__name__}")
+        structured: _Structured | None = None
+        if schema is not None:
+            from ._structured import Repair, normalize_schema
+
+            policy = repair if repair is not None else self._repair
+            if policy is not None and not isinstance(policy, Repair):
+                raise ConfigError(f"repair must be a Repair, got {type(policy).__name__}")
+            structured = _Structured(normalize_schema(schema), policy or Repair(0))
+        elif repair is not None:
+            raise ConfigError("repair= needs schema=: it repairs schema violations")
+        tool_specs: tuple[ToolSpec, ...] = ()
+        if tools:
+            from ._tools import coerce_tools
+
+            specs, _runnable = coerce_tools(tools)
+            tool_specs = tuple(specs)
         names = {t.name for t in tool_specs}
         if tool_choice not in ("auto", "none", "required") and tool_choice not in names:
             raise ConfigError(f"tool_choice {tool_choice!r} names no offered tool")
@@ -692,7 +713,7 @@ class AsyncClient:
             timeout_s=timeout_s,
             max_response_bytes=max_response_bytes,
         )
-        return self._run(chosen, targets, redirects, base, provider_options or {})
+        return self._run(chosen, targets, redirects, base, provider_options or {}, structured)
 
     async def _run(
         self,
@@ -701,9 +722,10 @@ class AsyncClient:
         redirects: tuple[ResolvedTarget, ...],
         base: GenerationRequest,
         provider_options: Mapping[str, Mapping[str, Any]],
+        structured: _Structured | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """The router: attempts, retries, fallbacks, breaker skips, redirects, the
-        context gate, cost and telemetry."""
+        context gate, structured output and its repair loop, cost and telemetry."""
         from contextlib import aclosing
 
         from ._core import AttemptRun
@@ -771,7 +793,21 @@ class AsyncClient:
                     target.provider_id, {}
                 )
                 request = replace(base, model=target.model, provider_options=dict(options))
+                plan = None
+                if structured is not None:
+                    from ._structured import plan_structured
+
+                    caps = self._capabilities().get(
+                        f"{target.provider}:{target.model}", provider_id=target.provider_id
+                    )
+                    plan = plan_structured(structured.schema, caps, target.provider_id)
+                    request = replace(
+                        request,
+                        messages=plan.messages(request.messages),
+                        response_format=plan.response_format,
+                    )
                 retry = 0
+                repairs = 0
                 while True:
                     attempt_no += 1
                     if tel is not None:
@@ -870,6 +906,43 @@ class AsyncClient:
                         ended(target, record, outcome.usage)
                         queue, redirected = list(redirects), True
                         break
+                    value: Any = None
+                    warnings = outcome.warnings
+                    if structured is not None and plan is not None:
+                        value, errors = structured.schema.validate(outcome.text)
+                        if errors:
+                            violation = SchemaViolationError(
+                                f"{target}: the response does not satisfy the schema: "
+                                + "; ".join(errors[:5]),
+                                provider=target.provider,
+                                text=outcome.text,
+                                errors=errors,
+                            )
+                            if repairs < structured.repair.max_attempts:
+                                from ._structured import repair_messages
+
+                                # Re-run inside the same stream: the next segment opens
+                                # with a fresh attempt_start and no AttemptFailed.
+                                record = AttemptRecord(
+                                    target, "retried", violation.to_info(), outcome.timing
+                                )
+                                attempts.append(record)
+                                ended(target, record, outcome.usage)
+                                repairs += 1
+                                request = replace(
+                                    request,
+                                    messages=request.messages
+                                    + tuple(repair_messages(outcome.text, errors)),
+                                )
+                                continue
+                            record = AttemptRecord(
+                                target, "failed", violation.to_info(), outcome.timing
+                            )
+                            attempts.append(record)
+                            ended(target, record, outcome.usage)
+                            violation.attempts = tuple(attempts)
+                            raise violation
+                        warnings = (*plan.warnings, *warnings)
                     usage = outcome.usage
                     cost = self.pricing_table.cost(usage, target.provider_id, target.model)
                     if cost is not None:
@@ -879,14 +952,16 @@ class AsyncClient:
                     ended(target, record, usage)
                     result = Generation(
                         text=outcome.text,
-                        structured=None,
+                        structured=value,
                         tool_calls=outcome.tool_calls,
                         target=target,
                         finish_reason=outcome.finish_reason,
                         usage=usage,
                         timing=outcome.timing,
+                        structured_mechanism=plan.mechanism if plan is not None else None,
+                        repair_attempts=repairs,
                         attempts=tuple(attempts),
-                        warnings=outcome.warnings,
+                        warnings=warnings,
                         raw=outcome.raw,
                         reasoning=outcome.reasoning,
                     )
@@ -1017,6 +1092,65 @@ class AsyncClient:
             wire_stream=False,
         )
         return await AsyncStream(source).collect()
+
+    async def run_tools(
+        self,
+        messages: MessagesInput,
+        *,
+        tools: Sequence[Any],
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        **kwargs: Any,
+    ) -> Generation:
+        """Generate, dispatching any tools the model calls, until it answers.
+
+        Tools run sequentially, and a tool that raises becomes an error-flagged result
+        the model can react to rather than an exception the caller must handle. A forced
+        `tool_choice` applies to the first round only, so the model can answer after.
+
+        Args:
+            messages: The starting conversation.
+            tools: Callables or `tool()`-decorated tools.
+            target: A single target, as for `generate()`.
+            route: A route, as for `generate()`.
+            max_rounds: Maximum tool rounds before giving up.
+            **kwargs: Forwarded to `generate()`.
+
+        Returns:
+            The final `Generation`, once the model stops calling tools.
+
+        Raises:
+            ToolLoopError: If the model calls an unknown tool, or the round budget is
+                exhausted.
+        """
+        from ._messages import Message
+        from ._tools import coerce_tools, dispatch_all
+
+        if max_rounds < 0:
+            raise ConfigError(f"max_rounds must not be negative, got {max_rounds}")
+        specs, runnable = coerce_tools(tools)
+        conversation = list(normalize_messages(messages))
+        choice = kwargs.pop("tool_choice", "auto")
+        for round_no in range(max_rounds + 1):
+            result = await self.generate(
+                conversation,
+                target=target,
+                route=route,
+                tools=specs,
+                tool_choice=choice if round_no == 0 else "auto",
+                **kwargs,
+            )
+            if not result.tool_calls:
+                return result
+            if round_no == max_rounds:
+                raise ToolLoopError(
+                    f"the model still called tools after {max_rounds} round(s) "
+                    f"({', '.join(c.name for c in result.tool_calls)}); raise max_rounds"
+                )
+            conversation.append(Message.assistant(result.text, result.tool_calls))
+            conversation.extend(await dispatch_all(result.tool_calls, runnable))
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 class Client:
@@ -1150,6 +1284,32 @@ class Client:
         """Generate a single result. See `AsyncClient.generate`."""
         return self._call(self._async.generate(messages, **kwargs))  # type: ignore[no-any-return]
 
+    def run_tools(
+        self,
+        messages: MessagesInput,
+        *,
+        tools: Sequence[Any],
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        **kwargs: Any,
+    ) -> Generation:
+        """Generate, dispatching tools until the model answers.
+
+        See `AsyncClient.run_tools`. Sync tools run in worker threads; async tools run on
+        the client's background loop.
+        """
+        return self._call(  # type: ignore[no-any-return]
+            self._async.run_tools(
+                messages,
+                tools=tools,
+                target=target,
+                route=route,
+                max_rounds=max_rounds,
+                **kwargs,
+            )
+        )
+
     def stream(self, messages: MessagesInput, **kwargs: Any) -> SyncStream:
         """Start a streaming generation, returning a blocking iterator.
 
@@ -1182,6 +1342,15 @@ async def _sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
+def _budget_schema(schema: Any) -> Mapping[str, Any] | None:
+    """The JSON Schema a request will carry, from any accepted `schema=` value."""
+    if schema is None:
+        return None
+    from ._structured import normalize_schema
+
+    return normalize_schema(schema).json_schema
+
+
 def _schema_mapping(schema: Any) -> Mapping[str, Any] | None:
     """A JSON Schema mapping from a mapping, a response format, or a pydantic model."""
     if schema is None:
@@ -1195,3 +1364,11 @@ def _schema_mapping(schema: Any) -> Mapping[str, Any] | None:
         if isinstance(result, Mapping):
             return result
     raise ConfigError(f"cannot read a JSON Schema from {type(schema).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Structured:
+    """A request's normalized schema and its repair budget."""
+
+    schema: NormalizedSchema
+    repair: Repair

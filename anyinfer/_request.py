@@ -10,12 +10,17 @@ from ._errors import ConfigError
 from ._messages import Message
 
 __all__ = [
+    "DEFAULT_MAX_ROUNDS",
     "GenerationRequest",
     "ReasoningEffort",
     "Sampling",
     "ToolChoice",
     "ToolSpec",
 ]
+
+DEFAULT_MAX_ROUNDS = 8
+"""Tool rounds `run_tools` allows before raising `ToolLoopError`: enough for multi-step
+tool use, small enough that a model stuck calling tools fails fast and cheaply."""
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high"]
 """How much hidden reasoning to ask for, on models that reason."""

@@ -16,7 +16,9 @@ import asyncio
 import inspect
 import json
 import re
+import sys
 import threading
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -113,25 +115,31 @@ def docs_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 
 
 def namespace() -> dict[str, Any]:
+    """A real module's globals, so pydantic can resolve the examples' annotations."""
+    module = types.ModuleType("docs_example")
+    sys.modules[module.__name__] = module
+    ns = module.__dict__
     providers = [
         ai.ProviderSettings("openai", api_key="env://OPENAI_API_KEY"),
         ai.ProviderSettings("openai", alias="local"),
     ]
-    return {
-        "ai": ai,
-        "settings": providers[0],
-        "client": ai.Client(providers),
-        "messages": "Hello",
-        "prompt": "Hello",
-        "target": "openai:gpt-4o-mini",
-        "screen": Screen(),
-        "record_ttft": lambda ms: None,
-        "record": lambda *args: None,
-        "enough": lambda event: isinstance(event, ai.TextDelta),
-        "confirm": lambda n: True,
-        "read_from_vault": lambda ref: "sk-from-vault",
-        "__name__": "__docs__",
-    }
+    ns.update(
+        {
+            "ai": ai,
+            "settings": providers[0],
+            "client": ai.Client(providers),
+            "messages": "Hello",
+            "prompt": "Hello",
+            "target": "openai:gpt-4o-mini",
+            "screen": Screen(),
+            "record_ttft": lambda ms: None,
+            "record": lambda *args: None,
+            "enough": lambda event: isinstance(event, ai.TextDelta),
+            "confirm": lambda n: True,
+            "read_from_vault": lambda ref: "sk-from-vault",
+        }
+    )
+    return ns
 
 
 def run_block(code: str, ns: dict[str, Any]) -> None:

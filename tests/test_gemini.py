@@ -337,12 +337,12 @@ def test_tools_and_tool_choice(choice: str, config: dict[str, Any] | None) -> No
                 {
                     "name": "get_weather",
                     "description": "Weather for a city.",
-                    "parameters": dict(WEATHER.parameters),
+                    "parametersJsonSchema": dict(WEATHER.parameters),
                 },
                 {
                     "name": "get_time",
                     "description": "The time.",
-                    "parameters": {"type": "object", "properties": {}},
+                    "parametersJsonSchema": {"type": "object", "properties": {}},
                 },
             ]
         }

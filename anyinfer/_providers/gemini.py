@@ -299,7 +299,7 @@ class GeminiAdapter(HTTPAdapter):
                         {
                             "name": t.name,
                             "description": t.description,
-                            "parameters": dict(t.parameters),
+                            "parametersJsonSchema": dict(t.parameters),
                         }
                         for t in request.tools
                     ]
