@@ -64,7 +64,7 @@ class _State:
     examples_option: int | None
     registry: ConformanceRegistry | None = None
     entries: list[AdapterEntry] = field(default_factory=list)
-    # (adapter, guarantee) -> "ok" | "FAIL" | "error"
+    # (adapter, guarantee) -> "ok" / "FAIL" / "error" / "skip"
     cells: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
@@ -83,7 +83,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add the `anyinfer` option group and its ini equivalents."""
-    group = parser.getgroup("anyinfer", "AnyInfer adapter conformance")
+    group = parser.getgroup("anyinfer", "AnyInfer")
     group.addoption(
         OPTION_CONFORMANCE,
         action="store_true",

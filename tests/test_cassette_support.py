@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -92,7 +92,7 @@ def test_scrub_text_masks_key_shapes() -> None:
 
 def test_query_secrets_are_masked() -> None:
     class Req:
-        headers = {"Authorization": "Bearer x", "accept": "*/*"}
+        headers: ClassVar[dict[str, str]] = {"Authorization": "Bearer x", "accept": "*/*"}
         uri = "https://generativelanguage.googleapis.com/v1beta/models?key=AIzaSECRETSECRETSECRET&pageSize=5"
         body = None
 

@@ -164,11 +164,15 @@ PROMPT_TOO_LONG = "apple banana cherry " * 1500  # ~4,500 tokens against a 2,048
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
 def test_context_overflow_is_a_typed_error(stream: bool) -> None:
     route = ai.Route(f"local:{MODEL}", retry=NO_RETRY)
-    with client() as c, pytest.raises(ai.AllTargetsFailedError) as info:
-        if stream:
-            c.stream(PROMPT_TOO_LONG, route=route, sampling=SAMPLING).collect()
-        else:
-            c.generate(PROMPT_TOO_LONG, route=route, sampling=SAMPLING)
+    with client() as c:
+        call = c.stream if stream else c.generate
+
+        def run() -> object:
+            result = call(PROMPT_TOO_LONG, route=route, sampling=SAMPLING)
+            return result.collect() if isinstance(result, ai.SyncStream) else result
+
+        with pytest.raises(ai.AllTargetsFailedError) as info:
+            run()
     error = info.value.attempts[0].error
     assert error is not None and error.type_name == "ContextWindowError"
     assert error.http_status == 400
