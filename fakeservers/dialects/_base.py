@@ -92,6 +92,15 @@ class Dialect(ABC):
             The rendered error response (one frame).
         """
 
+    def expected_finish_reason(self, script: Script) -> str | None:
+        """The finish reason a faithful adapter reads back from this dialect's bytes.
+
+        The script's own reason by default. Protocols that cannot express every reason
+        override it: Gemini and Ollama say "stop" even when the model called tools, so
+        a script saying "stop" with tool calls reads back as "tool_calls".
+        """
+        return script.finish_reason
+
     def malformed_frame(self) -> bytes:
         """A frame framed correctly whose payload is garbage.
 

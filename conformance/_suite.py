@@ -1,0 +1,163 @@
+"""The conformance suite: collected only by `pytest --anyinfer-conformance`.
+
+Each test runs for every selected adapter (the `anyinfer_adapter` parameter). The
+properties go through the real client, the real core and the adapter, against a fake
+provider speaking the adapter's dialect.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .checker import (
+    EARLY_EXIT,
+    ERROR_TYPE,
+    FAILURE_FLUSH,
+    G1,
+    G2,
+    G3,
+    G4,
+    ONE_REQUEST,
+    RESULT_AGREEMENT,
+    TRAILING_USAGE,
+)
+from .plugin import adapter_entries
+from .runner import MODES
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+    from fakeservers import Script
+
+    from .runner import Harness
+
+STREAM = (G1, G2, G3, G4, TRAILING_USAGE, FAILURE_FLUSH, RESULT_AGREEMENT, ERROR_TYPE, ONE_REQUEST)
+WHOLE = (RESULT_AGREEMENT, ERROR_TYPE, ONE_REQUEST)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run every test once per selected adapter."""
+    if "anyinfer_adapter" in metafunc.fixturenames:
+        entries = adapter_entries(metafunc.config)
+        metafunc.parametrize("anyinfer_adapter", entries, ids=[e.name for e in entries])
+
+
+def _has_content(script: Script) -> bool:
+    from fakeservers import Reasoning, Text
+
+    return any(not isinstance(p, Text | Reasoning) or p.text for p in script.pieces)
+
+
+@pytest.mark.anyinfer_conformance(covers=STREAM)
+def test_async_stream(
+    anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int
+) -> None:
+    """`AsyncClient.stream()`: grammar, trailing usage, flushing, agreement, errors."""
+    anyinfer_harness.check_property(
+        anyinfer_scripts, modes=("async-stream",), max_examples=anyinfer_examples
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=WHOLE)
+def test_async_generate(
+    anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int
+) -> None:
+    """`AsyncClient.generate()`: the result and the errors."""
+    anyinfer_harness.check_property(
+        anyinfer_scripts, modes=("async-generate",), max_examples=anyinfer_examples
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=STREAM)
+def test_sync_stream(
+    anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int
+) -> None:
+    """`Client.stream()`: the same guarantees through the synchronous facade."""
+    anyinfer_harness.check_property(
+        anyinfer_scripts, modes=("sync-stream",), max_examples=anyinfer_examples
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=WHOLE)
+def test_sync_generate(
+    anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int
+) -> None:
+    """`Client.generate()`."""
+    anyinfer_harness.check_property(
+        anyinfer_scripts, modes=("sync-generate",), max_examples=anyinfer_examples
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=STREAM)
+def test_stream_cuts(
+    anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int
+) -> None:
+    """Streams cut right after the frames that matter (usage, finish, content)."""
+    from hypothesis import strategies as st
+
+    from .strategies import cut_scripts, flush_scripts
+
+    dialect = anyinfer_harness.dialect
+    anyinfer_harness.check_property(
+        st.one_of(
+            flush_scripts(dialect, scripts=anyinfer_scripts),
+            cut_scripts(dialect, scripts=anyinfer_scripts),
+        ),
+        modes=("async-stream", "sync-stream"),
+        max_examples=anyinfer_examples,
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=STREAM)
+def test_loopback(
+    anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int
+) -> None:
+    """A sample over a real 127.0.0.1 socket, through all four paths."""
+    anyinfer_harness.check_property(
+        anyinfer_scripts, modes=MODES, via="server", max_examples=max(2, anyinfer_examples // 4)
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=(EARLY_EXIT, G2))
+def test_early_exit_async(
+    anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int
+) -> None:
+    """Leaving `async with client.stream(...)` after the first delta closes the connection."""
+    anyinfer_harness.check_early_exit_property(
+        anyinfer_scripts.filter(_has_content),
+        sync=False,
+        max_examples=max(2, anyinfer_examples // 10),
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=(EARLY_EXIT, G2))
+def test_early_exit_sync(
+    anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int
+) -> None:
+    """Leaving `with client.stream(...)` after the first delta closes the connection."""
+    anyinfer_harness.check_early_exit_property(
+        anyinfer_scripts.filter(_has_content),
+        sync=True,
+        max_examples=max(2, anyinfer_examples // 10),
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=(G1, G2, G3, G4, TRAILING_USAGE))
+def test_recorded_traffic(anyinfer_harness: Harness, anyinfer_cassette_dir: Any) -> None:
+    """Bundled cassettes of this adapter replay through it with every guarantee holding.
+
+    Each generation request recorded under `<cassette dir>/<adapter>/` is answered with
+    its recorded response (status, headers, body) and run through the client; the
+    events must follow the grammar, the text deltas must make the result, and the
+    result's usage must be what the usage updates say — on real traffic, not scripts.
+    """
+    from .cassettes import replay_interactions
+
+    folder = anyinfer_cassette_dir / anyinfer_harness.entry.name
+    recordings = sorted(folder.rglob("*.yaml")) if folder.is_dir() else []
+    if not recordings:
+        pytest.skip(f"no bundled cassettes under {folder}")
+    checked = replay_interactions(anyinfer_harness, recordings)
+    assert checked, f"no generation requests in the cassettes under {folder}"

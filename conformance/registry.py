@@ -1,0 +1,358 @@
+"""Which adapters the conformance suite runs, and which dialect each one speaks.
+
+Adapters come from four places, in this order:
+
+1. AnyInfer's built-in adapters (each class names its dialect in
+   `conformance_dialect`; `openai` speaks `openai-chat`);
+2. functions registered under the `anyinfer.conformance` entry-point group, each called
+   with the registry (`def configure(registry): registry.add(...)`);
+3. `pytest_anyinfer_configure(registry)` implementations in conftest files and pytest
+   plugins;
+4. adapter classes registered under the `anyinfer.adapters` entry-point group that set
+   a `conformance_dialect` class attribute naming the dialect they speak.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from anyinfer.adapters import Adapter
+    from fakeservers import Dialect
+
+__all__ = [
+    "BUILTIN_ADAPTERS",
+    "BUILTIN_VARIANTS",
+    "CONFORMANCE_ENTRY_POINT_GROUP",
+    "AdapterEntry",
+    "ConformanceRegistry",
+    "RegistryError",
+]
+
+CONFORMANCE_ENTRY_POINT_GROUP = "anyinfer.conformance"
+"""Entry-point group of `configure(registry)` functions installed packages provide."""
+
+BUILTIN_ADAPTERS: tuple[tuple[str, str], ...] = (("openai", "openai-chat"),)
+"""Dialects for built-in adapters whose class does not set `conformance_dialect`."""
+
+BUILTIN_VARIANTS: tuple[tuple[str, str, str, dict[str, object]], ...] = (
+    # (suite name, provider id, dialect, settings): built-ins whose other wire forms
+    # need settings to reach.
+    (
+        "gemini-json-array",
+        "gemini",
+        "gemini-json-array",
+        {"options": {"stream_format": "json-array"}},
+    ),
+    (
+        "azure-deployments",
+        "azure-foundry",
+        "azure-openai",
+        {"options": {"api": "openai-deployments"}},
+    ),
+)
+"""Extra built-in entries: the same adapter on another wire form of its protocol."""
+
+# Settings the harness owns: it points every adapter at a fake server.
+_RESERVED_SETTINGS = frozenset({"provider_id", "base_url", "transport", "alias", "api_key"})
+
+
+class RegistryError(ValueError):
+    """An adapter or dialect registration is invalid."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterEntry:
+    """One adapter under test.
+
+    Attributes:
+        name: The provider id the suite registers it under; `--anyinfer-adapter`
+            selects by this name and test ids carry it.
+        adapter_class: The adapter class, or `None` to use the class AnyInfer's own
+            provider registry has for `name`.
+        dialect: Name of the dialect its fake server speaks.
+        settings: Extra `ProviderSettings` fields (headers, options, api_version,
+            timeout_s...).
+        origin: Where the registration came from, for reports.
+    """
+
+    name: str
+    adapter_class: type[Adapter] | None
+    dialect: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    origin: str = ""
+
+    def resolve_class(self) -> type[Adapter]:
+        """The adapter class, looked up in AnyInfer's registry when not given."""
+        if self.adapter_class is not None:
+            return self.adapter_class
+        from anyinfer import default_registry
+
+        return default_registry().adapter_class(self.name)
+
+    def describe(self) -> str:
+        """`name (dialect ..., class module.Qualname)`."""
+        try:
+            cls = self.resolve_class()
+            where = f"{cls.__module__}.{cls.__qualname__}"
+        except Exception as exc:  # described, not raised: this is for reports
+            where = f"unresolvable: {exc}"
+        return f"{self.name} (dialect {self.dialect}, class {where})"
+
+
+class ConformanceRegistry:
+    """Adapters and dialects for one conformance session."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, AdapterEntry] = {}
+        self._dialects: dict[str, Dialect] = {}
+        self.origin = ""
+
+    def add(
+        self,
+        provider_id: str,
+        adapter_class: type[Adapter] | None = None,
+        *,
+        dialect: str | Dialect = "openai-chat",
+        settings: Mapping[str, Any] | None = None,
+        replace: bool = False,
+    ) -> AdapterEntry:
+        """Put an adapter under test.
+
+        Args:
+            provider_id: The id to test it under (lower-cased); also what
+                `--anyinfer-adapter` selects.
+            adapter_class: An `anyinfer.adapters.Adapter` subclass, or `None` to use
+                the class AnyInfer's provider registry has under `provider_id` (a
+                built-in, or an `anyinfer.adapters` entry point).
+            dialect: The dialect its protocol speaks: a registered name, or a
+                `fakeservers.Dialect` instance (which is registered too).
+            settings: Extra `ProviderSettings` fields; `base_url`, `transport`,
+                `api_key`, `alias` and `provider_id` belong to the harness.
+            replace: Replace an adapter already registered under this id.
+
+        Returns:
+            The entry.
+
+        Raises:
+            RegistryError: For a taken id, a class that is not an adapter, a reserved
+                setting, or an empty id.
+        """
+        name = provider_id.strip().lower() if isinstance(provider_id, str) else ""
+        if not name or ":" in name:
+            raise RegistryError(f"provider id {provider_id!r} must be non-empty without ':'")
+        if name in self._entries and not replace:
+            raise RegistryError(
+                f"adapter {name!r} is already registered ({self._entries[name].origin}); "
+                "pass replace=True to replace it"
+            )
+        if adapter_class is not None:
+            from anyinfer.adapters import Adapter
+
+            if not (isinstance(adapter_class, type) and issubclass(adapter_class, Adapter)):
+                raise RegistryError(
+                    f"adapter_class for {name!r} must be an anyinfer.adapters.Adapter "
+                    f"subclass, got {adapter_class!r}"
+                )
+        extra = dict(settings or {})
+        reserved = sorted(_RESERVED_SETTINGS & set(extra))
+        if reserved:
+            raise RegistryError(
+                f"settings for {name!r} may not set {', '.join(reserved)}: the harness "
+                "points the adapter at its fake server"
+            )
+        dialect_name = dialect if isinstance(dialect, str) else self.add_dialect(dialect).name
+        entry = AdapterEntry(name, adapter_class, dialect_name, extra, self.origin)
+        self._entries[name] = entry
+        return entry
+
+    def add_dialect(self, dialect: Dialect) -> Dialect:
+        """Make a dialect available to `add(..., dialect=name)`.
+
+        Args:
+            dialect: A `fakeservers.Dialect` instance with a `name`.
+
+        Returns:
+            The dialect.
+
+        Raises:
+            RegistryError: If it is not a dialect or has no name.
+        """
+        from fakeservers import Dialect
+
+        if not isinstance(dialect, Dialect):
+            raise RegistryError(f"add_dialect() takes a fakeservers.Dialect, got {dialect!r}")
+        if not dialect.name:
+            raise RegistryError(f"{type(dialect).__name__} has no name")
+        self._dialects[dialect.name] = dialect
+        return dialect
+
+    def dialect(self, name: str) -> Dialect:
+        """The dialect registered under `name` here or in `fakeservers`.
+
+        Raises:
+            RegistryError: If no dialect has that name.
+        """
+        found = self._dialects.get(name)
+        if found is not None:
+            return found
+        from fakeservers import dialect_names, get_dialect
+
+        try:
+            return get_dialect(name)
+        except KeyError:
+            known = sorted({*self._dialects, *dialect_names()})
+            raise RegistryError(
+                f"unknown dialect {name!r}; registered: {', '.join(known) or 'none'}"
+            ) from None
+
+    def names(self) -> list[str]:
+        """The registered adapter ids, in registration order."""
+        return list(self._entries)
+
+    def entries(self) -> list[AdapterEntry]:
+        """The registered adapters, in registration order."""
+        return list(self._entries.values())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.strip().lower() in self._entries
+
+    def get(self, name: str) -> AdapterEntry:
+        """The entry registered under `name`.
+
+        Raises:
+            KeyError: If there is none.
+        """
+        return self._entries[name.strip().lower()]
+
+    def select(self, names: Iterable[str]) -> list[AdapterEntry]:
+        """The entries named, in the order given (all of them when `names` is empty).
+
+        Raises:
+            RegistryError: If a name is not registered (the message lists the known ones).
+        """
+        wanted = [n.strip().lower() for n in names if n.strip()]
+        if not wanted:
+            return self.entries()
+        missing = [n for n in wanted if n not in self._entries]
+        if missing:
+            raise RegistryError(
+                f"no conformance adapter named {', '.join(map(repr, missing))}; registered: "
+                f"{', '.join(self._entries) or 'none'}"
+            )
+        return [self._entries[n] for n in dict.fromkeys(wanted)]
+
+    def check(self) -> None:
+        """Verify every entry's dialect exists and its class resolves.
+
+        Raises:
+            RegistryError: Naming the first broken entry.
+        """
+        for entry in self._entries.values():
+            self.dialect(entry.dialect)
+            try:
+                entry.resolve_class()
+            except Exception as exc:
+                raise RegistryError(
+                    f"adapter {entry.name!r} ({entry.origin}) has no usable class: {exc}"
+                ) from exc
+
+
+def _entry_points(group: str) -> list[Any]:
+    from importlib.metadata import entry_points
+
+    return list(entry_points(group=group))
+
+
+def load_builtins(registry: ConformanceRegistry) -> None:
+    """Register AnyInfer's built-in adapters that name their conformance dialect.
+
+    Every built-in provider whose adapter class sets `conformance_dialect` is added, plus
+    the fallbacks in `BUILTIN_ADAPTERS` for classes that do not say.
+
+    Raises:
+        RegistryError: If a built-in adapter fails to import.
+    """
+    from anyinfer import ProviderRegistry
+
+    registry.origin = "built-in"
+    fallback = dict(BUILTIN_ADAPTERS)
+    builtins = ProviderRegistry(builtins=True, entry_points=False)
+    for name in builtins.ids():
+        try:
+            cls = builtins.adapter_class(name)
+        except Exception as exc:
+            raise RegistryError(f"built-in adapter {name!r} failed to import: {exc}") from exc
+        dialect = getattr(cls, "conformance_dialect", None) or fallback.get(name)
+        if isinstance(dialect, str) and dialect:
+            registry.add(name, None, dialect=dialect)
+    for name, provider, dialect, settings in BUILTIN_VARIANTS:
+        registry.add(name, builtins.adapter_class(provider), dialect=dialect, settings=settings)
+
+
+def load_configure_entry_points(registry: ConformanceRegistry) -> None:
+    """Call every `anyinfer.conformance` entry point with the registry.
+
+    Raises:
+        RegistryError: If one fails to load or is not callable.
+    """
+    for ep in _entry_points(CONFORMANCE_ENTRY_POINT_GROUP):
+        registry.origin = f"entry point {CONFORMANCE_ENTRY_POINT_GROUP}:{ep.name}"
+        try:
+            configure = ep.load()
+        except Exception as exc:
+            raise RegistryError(f"{registry.origin} ({ep.value}) failed to load: {exc}") from exc
+        if not callable(configure):
+            raise RegistryError(f"{registry.origin} ({ep.value}) is not callable")
+        configure(registry)
+
+
+def load_adapter_entry_points(registry: ConformanceRegistry) -> None:
+    """Register `anyinfer.adapters` classes that declare a `conformance_dialect`.
+
+    Entry points whose id is already registered are left alone, so an explicit
+    registration (with settings, say) wins.
+
+    Raises:
+        RegistryError: If an entry point fails to load.
+    """
+    from anyinfer import ENTRY_POINT_GROUP
+
+    for ep in _entry_points(ENTRY_POINT_GROUP):
+        registry.origin = f"entry point {ENTRY_POINT_GROUP}:{ep.name}"
+        try:
+            cls = ep.load()
+        except Exception as exc:
+            raise RegistryError(f"{registry.origin} ({ep.value}) failed to load: {exc}") from exc
+        dialect = getattr(cls, "conformance_dialect", None)
+        if not isinstance(dialect, str) or not dialect:
+            continue
+        name = (getattr(cls, "provider_id", "") or ep.name).strip().lower()
+        if name in registry:
+            continue
+        registry.add(name, cls, dialect=dialect)
+
+
+def build_registry(configure_hooks: Callable[[ConformanceRegistry], object]) -> ConformanceRegistry:
+    """Build a session's registry from every source, in the documented order.
+
+    Args:
+        configure_hooks: Calls the `pytest_anyinfer_configure` implementations.
+
+    Returns:
+        The registry, checked.
+
+    Raises:
+        RegistryError: For any bad registration.
+    """
+    registry = ConformanceRegistry()
+    load_builtins(registry)
+    load_configure_entry_points(registry)
+    registry.origin = "pytest_anyinfer_configure"
+    configure_hooks(registry)
+    load_adapter_entry_points(registry)
+    registry.origin = ""
+    registry.check()
+    return registry

@@ -1,0 +1,765 @@
+"""Running scripts through the real client, core and adapter, and judging the outcome.
+
+A `Harness` serves one script to one adapter — over a `FakeTransport` inside httpx, or
+over a `FakeServer` on a loopback socket — through one of the four public paths
+(`AsyncClient.stream`, `AsyncClient.generate`, `Client.stream`, `Client.generate`),
+records what the consumer saw, and hands it to the checker. `Harness.verify` raises a
+`ConformanceFailure` describing the broken guarantees, the events and the script.
+
+Reproducing a reported failure outside pytest::
+
+    from conformance.registry import ConformanceRegistry
+    from conformance.runner import Harness
+    from fakeservers import *
+
+    registry = ConformanceRegistry()
+    entry = registry.add("mine", MyAdapter, dialect="openai-chat")
+    Harness(registry, entry).verify(Script(...), "async-stream")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import httpx
+
+import anyinfer as ai
+from fakeservers import (
+    Dialect,
+    FakeServer,
+    FakeTransport,
+    Fault,
+    Rendered,
+    Script,
+    UnexpectedRequestError,
+)
+
+from .checker import (
+    EARLY_EXIT,
+    FROM_SCRIPT,
+    ONE_REQUEST,
+    FromScript,
+    Observation,
+    Violation,
+    check,
+    check_grammar,
+    expect,
+    format_events,
+)
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+    from .registry import AdapterEntry, ConformanceRegistry
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "MODES",
+    "SERVER_STALL_TIMEOUT_S",
+    "TRANSPORT_STALL_TIMEOUT_S",
+    "ConformanceFailure",
+    "Harness",
+    "Mode",
+    "Run",
+    "Via",
+    "failure_class",
+    "script_repr",
+]
+
+Mode = Literal["async-stream", "async-generate", "sync-stream", "sync-generate"]
+"""One public path through the client."""
+
+Via = Literal["transport", "server"]
+"""How the fake provider is reached: an httpx transport, or a loopback socket."""
+
+MODES: tuple[Mode, ...] = ("async-stream", "async-generate", "sync-stream", "sync-generate")
+
+PROMPT = "Conformance check: answer as scripted."
+DEFAULT_TIMEOUT_S = 10.0
+"""Request timeout for scripts without a stall (a hung adapter fails, it does not hang)."""
+TRANSPORT_STALL_TIMEOUT_S = 0.02
+"""Request timeout for stall scripts over `FakeTransport` (reads never wait otherwise)."""
+SERVER_STALL_TIMEOUT_S = 0.4
+"""Request timeout for stall scripts over a loopback socket."""
+EARLY_EXIT_WAIT_S = 1.5
+"""How long the server may take to see the client close after an early exit."""
+EARLY_EXIT_TIMEOUT_S = 3.0
+"""Request timeout in the early-exit check: well past the wait, so that a connection
+closed only by the read timeout is not mistaken for a prompt close."""
+
+_PATHS: dict[Mode, str] = {
+    "async-stream": "AsyncClient.stream()",
+    "async-generate": "AsyncClient.generate()",
+    "sync-stream": "Client.stream()",
+    "sync-generate": "Client.generate()",
+}
+_CONTENT = (ai.TextDelta, ai.ReasoningDelta, ai.ToolCallDelta)
+
+
+class TransportFactory(Protocol):
+    """Builds the fake transport for one script (the `anyinfer_fake_transport` fixture)."""
+
+    def __call__(self, dialect: Dialect, scripts: Sequence[Script]) -> FakeTransport: ...
+
+
+class ServerFactory(Protocol):
+    """Builds the fake server for one script (the `anyinfer_fake_server` fixture)."""
+
+    def __call__(
+        self, dialect: Dialect, scripts: Sequence[Script] | Callable[[httpx.Request], Script]
+    ) -> FakeServer: ...
+
+
+class SharedServer:
+    """A running fake server plus the script it currently serves."""
+
+    server: FakeServer
+    script: Script = Script()
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One served script and what came of it.
+
+    Attributes:
+        observation: Events, result, exception.
+        streamed: Whether the wire response was streamed (as the server decided from
+            the request the adapter sent).
+        rendered: The rendering served (streamed or whole).
+        exchange_problems: What was wrong with the HTTP exchange itself (no request,
+            several, an endpoint the dialect does not serve).
+    """
+
+    observation: Observation
+    streamed: bool
+    rendered: Rendered
+    exchange_problems: tuple[str, ...] = ()
+
+
+# --- reporting -----------------------------------------------------------------------
+
+
+class ConformanceFailure(AssertionError):
+    """An adapter broke at least one guarantee for one script.
+
+    The message is the full report: adapter, path, violations, events, script, wire.
+
+    Attributes:
+        adapter: The adapter's name.
+        mode: The client path used.
+        via: How the fake provider was reached.
+        violations: What was broken.
+        script: The script served (after shrinking, the minimal one).
+        guarantees: The guarantee ids violated, in report order.
+    """
+
+    def __init__(
+        self,
+        report: str,
+        *,
+        adapter: str = "",
+        mode: str = "",
+        via: str = "",
+        violations: Sequence[Violation] = (),
+        script: Script | None = None,
+    ) -> None:
+        super().__init__(report)
+        self.report = report
+        self.adapter = adapter
+        self.mode = mode
+        self.via = via
+        self.violations = tuple(violations)
+        self.script = script
+        self.guarantees = tuple(dict.fromkeys(v.guarantee for v in self.violations))
+
+    def __str__(self) -> str:
+        return self.report
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        entry: AdapterEntry,
+        mode: str,
+        via: str,
+        violations: Sequence[Violation],
+        script: Script,
+        run: Run | None,
+        dialect: Dialect,
+    ) -> ConformanceFailure:
+        """A failure of the class for its first guarantee, with its report rendered."""
+        report = _render_report(entry, mode, via, violations, script, run, dialect)
+        kind = failure_class(violations[0].guarantee) if violations else cls
+        return kind(
+            report, adapter=entry.name, mode=mode, via=via, violations=violations, script=script
+        )
+
+
+_FAILURE_CLASSES: dict[str, type[ConformanceFailure]] = {}
+
+
+def failure_class(guarantee: str) -> type[ConformanceFailure]:
+    """A `ConformanceFailure` subclass per guarantee.
+
+    Hypothesis tells distinct bugs apart by exception type, so raising one class per
+    first-violated guarantee lets it shrink and report each broken guarantee separately.
+    """
+    cls = _FAILURE_CLASSES.get(guarantee)
+    if cls is None:
+        slug = "".join(part.capitalize() for part in guarantee.replace("-", " ").split())
+        cls = type(f"ConformanceFailure_{slug}", (ConformanceFailure,), {})
+        cls.__module__ = __name__
+        _FAILURE_CLASSES[guarantee] = cls
+    return cls
+
+
+def _compact(value: Any) -> str:
+    """A repr that leaves out dataclass fields at their defaults."""
+    if is_dataclass(value) and not isinstance(value, type):
+        parts: list[str] = []
+        for f in fields(value):
+            v = getattr(value, f.name)
+            if f.default is not MISSING:
+                if v == f.default:
+                    continue
+            elif f.default_factory is not MISSING:
+                if v == f.default_factory():
+                    continue
+            else:
+                parts.append(_compact(v))  # required: positional
+                continue
+            parts.append(f"{f.name}={_compact(v)}")
+        return f"{type(value).__name__}({', '.join(parts)})"
+    if isinstance(value, tuple):
+        inner = ", ".join(_compact(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return repr(value)
+
+
+def script_repr(script: Script) -> str:
+    """The script as Python source, omitting defaults (paste it into a regression test)."""
+    return _compact(script)
+
+
+def _frame_lines(rendered: Rendered, script: Script, streamed: bool) -> list[str]:
+    exp = expect(script, rendered, streamed=streamed)
+    lines = []
+    delivered = set(exp.delivered)
+    for i, frame in enumerate(rendered.frames[:40]):
+        data = frame.data
+        shown = repr(data) if len(data) <= 150 else f"{data[:40]!r} ... {data[-100:]!r}"
+        tags = []
+        if frame.pieces:
+            tags.append("pieces " + ",".join(map(str, frame.pieces)))
+        if frame.usage:
+            tags.append("usage " + ",".join(sorted(frame.usage)))
+        if frame.finish:
+            tags.append("finish")
+        if frame.sentinel:
+            tags.append("sentinel")
+        if frame.keepalive:
+            tags.append("keep-alive")
+        mark = " " if i in delivered else "x"
+        lines.append(f"  {mark}[{i}] {shown}{'  <' + '; '.join(tags) + '>' if tags else ''}")
+    if len(rendered.frames) > 40:
+        lines.append(f"   ... {len(rendered.frames) - 40} more frames")
+    return lines
+
+
+def _render_report(
+    entry: AdapterEntry,
+    mode: str,
+    via: str,
+    violations: Sequence[Violation],
+    script: Script,
+    run: Run | None,
+    dialect: Dialect,
+) -> str:
+    path = _PATHS.get(mode, mode)  # type: ignore[call-overload]
+    where = "FakeTransport (httpx, in-process)" if via == "transport" else "FakeServer (loopback)"
+    guarantees = ", ".join(dict.fromkeys(v.guarantee for v in violations))
+    lines = [
+        f"anyinfer conformance: adapter {entry.describe()} broke {guarantees}",
+        f"  path: {path} over {where}",
+        "  violations:",
+        *(f"    - {v}" for v in violations),
+    ]
+    if run is not None:
+        obs = run.observation
+        if obs.error is not None:
+            lines.append(f"  outcome: raised {type(obs.error).__name__}: {obs.error}")
+            if not isinstance(obs.error, ai.AnyInferError):
+                tb = traceback.format_exception(obs.error)
+                lines.append("  traceback (adapter side):")
+                lines += ["    " + ln for chunk in tb[-12:] for ln in chunk.rstrip().splitlines()]
+        elif obs.result is not None:
+            r = obs.result
+            lines.append(
+                f"  outcome: result text={r.text!r} finish_reason={r.finish_reason!r} "
+                f"usage={_compact(r.usage)} tool_calls={len(r.tool_calls)} "
+                f"warnings={list(r.warnings)!r}"
+            )
+        if obs.events is not None:
+            lines.append(f"  events ({len(obs.events)}):")
+            lines += ["    " + ln for ln in format_events(obs.events)] or ["    (none)"]
+        else:
+            lines.append("  events: (generate() exposes none)")
+    lines.append("  script (minimal once Hypothesis has shrunk it):")
+    lines.append(f"    {script_repr(script)}")
+    if run is not None and (script.fault is None or script.fault.kind != "status"):
+        form = "streamed" if run.streamed else "whole body"
+        lines.append(f"  wire ({dialect.name}, {form}; x = not delivered before the fault):")
+        lines += _frame_lines(run.rendered, script, run.streamed)
+    lines.append(
+        "  reproduce: conformance.runner.Harness(registry, entry).verify(script, "
+        f"{mode!r}, via={via!r})"
+    )
+    return "\n".join(lines)
+
+
+# --- running -------------------------------------------------------------------------
+
+
+def _default_transport(dialect: Dialect, scripts: Sequence[Script]) -> FakeTransport:
+    return FakeTransport(dialect, list(scripts))
+
+
+def _default_server(
+    dialect: Dialect, scripts: Sequence[Script] | Callable[[httpx.Request], Script]
+) -> FakeServer:
+    return FakeServer(dialect, scripts if callable(scripts) else list(scripts))
+
+
+class Harness:
+    """Serves scripts to one adapter and checks the outcomes.
+
+    Args:
+        registry: The conformance registry (for dialect lookup).
+        entry: The adapter under test.
+        transport_factory: Builds a `FakeTransport` for a script.
+        server_factory: Builds a `FakeServer` for a script.
+    """
+
+    def __init__(
+        self,
+        registry: ConformanceRegistry,
+        entry: AdapterEntry,
+        *,
+        transport_factory: TransportFactory | None = None,
+        server_factory: ServerFactory | None = None,
+    ) -> None:
+        self.entry = entry
+        self.dialect = registry.dialect(entry.dialect)
+        self._transport_factory = transport_factory or _default_transport
+        self._server_factory = server_factory or _default_server
+        self._providers = ai.ProviderRegistry(builtins=False, entry_points=False)
+        self._providers.register(entry.name, entry.resolve_class())
+
+    # --- clients -------------------------------------------------------------------
+
+    def settings(
+        self, *, transport: httpx.AsyncBaseTransport | None = None, base_url: str | None = None
+    ) -> ai.ProviderSettings:
+        """Provider settings pointing the adapter at a fake provider."""
+        extra = dict(self.entry.settings)
+        extra.setdefault("timeout_s", DEFAULT_TIMEOUT_S)
+        return ai.ProviderSettings(
+            self.entry.name,
+            base_url=base_url or f"http://conformance.invalid{self.dialect.base_path}",
+            api_key="sk-anyinfer-conformance",
+            transport=transport,
+            **extra,
+        )
+
+    def target(self, script: Script) -> str:
+        """The target string for a script."""
+        return f"{self.entry.name}:{script.model}"
+
+    def route(self, script: Script) -> ai.Route:
+        """A one-target route without retries: each script is served exactly once."""
+        return ai.Route(self.target(script), retry=ai.RetryPolicy(max_retries=0))
+
+    @staticmethod
+    def timeout_for(script: Script, via: Via) -> float:
+        """The per-call timeout: short for stall scripts, generous otherwise."""
+        if script.fault is not None and script.fault.kind == "stall":
+            return TRANSPORT_STALL_TIMEOUT_S if via == "transport" else SERVER_STALL_TIMEOUT_S
+        return DEFAULT_TIMEOUT_S
+
+    async def _observe_async(
+        self, settings: ai.ProviderSettings, script: Script, mode: Mode, timeout: float
+    ) -> Observation:
+        events: list[ai.StreamEvent] = []
+        async with ai.AsyncClient([settings], registry=self._providers) as client:
+            try:
+                if mode == "async-generate":
+                    result = await client.generate(
+                        PROMPT, route=self.route(script), timeout_s=timeout
+                    )
+                    return Observation(None, result, None)
+                async with client.stream(
+                    PROMPT, route=self.route(script), timeout_s=timeout
+                ) as stream:
+                    async for event in stream:
+                        events.append(event)
+                return Observation(tuple(events), _result_of(stream), None)
+            except Exception as exc:
+                return Observation(None if mode == "async-generate" else tuple(events), None, exc)
+
+    def _observe_sync(
+        self, settings: ai.ProviderSettings, script: Script, mode: Mode, timeout: float
+    ) -> Observation:
+        events: list[ai.StreamEvent] = []
+        with ai.Client([settings], registry=self._providers) as client:
+            try:
+                if mode == "sync-generate":
+                    result = client.generate(PROMPT, route=self.route(script), timeout_s=timeout)
+                    return Observation(None, result, None)
+                with client.stream(PROMPT, route=self.route(script), timeout_s=timeout) as st:
+                    for event in st:
+                        events.append(event)
+                return Observation(tuple(events), _result_of(st), None)
+            except Exception as exc:
+                return Observation(None if mode == "sync-generate" else tuple(events), None, exc)
+
+    def _observe(
+        self,
+        settings: ai.ProviderSettings,
+        script: Script,
+        mode: Mode,
+        timeout: float,
+        runner: asyncio.Runner | None,
+    ) -> Observation:
+        if mode.startswith("sync-"):
+            return self._observe_sync(settings, script, mode, timeout)
+        coro = self._observe_async(settings, script, mode, timeout)
+        if runner is not None:
+            return runner.run(coro)
+        return asyncio.run(coro)
+
+    def run(
+        self,
+        script: Script,
+        mode: Mode,
+        *,
+        via: Via = "transport",
+        runner: asyncio.Runner | None = None,
+        server: SharedServer | None = None,
+    ) -> Run:
+        """Serve `script` through `mode` and record the outcome.
+
+        Args:
+            script: The script.
+            mode: The client path.
+            via: `transport` (in-process) or `server` (loopback socket).
+            runner: An asyncio runner to reuse for async modes.
+            server: A running shared server to use for `via="server"` (one is started
+                for this script otherwise).
+
+        Returns:
+            The run.
+        """
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+        timeout = self.timeout_for(script, via)
+        problems: list[str] = []
+        if via == "transport":
+            transport = self._transport_factory(self.dialect, [script])
+            observation = self._observe(
+                self.settings(transport=transport), script, mode, timeout, runner
+            )
+            requests = list(transport.requests)
+            try:
+                transport.assert_all_used()
+            except AssertionError as exc:
+                problems.append(str(exc))
+        elif server is not None:
+            before = len(server.server.requests)
+            server.script = script
+            observation = self._observe(
+                self.settings(base_url=server.server.base_url), script, mode, timeout, runner
+            )
+            requests = list(server.server.requests[before:])
+        else:
+            with self._server_factory(self.dialect, [script]) as one:
+                observation = self._observe(
+                    self.settings(base_url=one.base_url), script, mode, timeout, runner
+                )
+                requests = list(one.requests)
+                try:
+                    one.assert_all_used()
+                except AssertionError as exc:
+                    problems.append(str(exc))
+        generation = [r for r in requests if self.dialect.is_generation(r.method, r.path)]
+        if len(generation) != 1:
+            problems.insert(
+                0,
+                f"expected exactly one {self.dialect.name} generation request, got "
+                f"{len(generation)}: {[f'{r.method} {r.path}' for r in requests]}",
+            )
+        if generation:
+            req = generation[0]
+            streamed = self.dialect.request_wants_stream(req.method, req.path, req.json)
+        else:
+            streamed = mode.endswith("-stream")
+        rendered = self.dialect.render(script, stream=streamed)
+        return Run(observation, streamed, rendered, tuple(dict.fromkeys(problems)))
+
+    def shared_server(self) -> SharedServer:
+        """A fake server that serves whichever script `run(..., server=)` sets.
+
+        Starting a server per example costs more than the example; a property starts
+        one and points every example's fresh client at it.
+        """
+        shared = SharedServer()
+        shared.server = self._server_factory(self.dialect, lambda request: shared.script)
+        return shared
+
+    def violations(self, script: Script, run: Run) -> list[Violation]:
+        """Every guarantee `run` broke for `script`."""
+        if run.exchange_problems or isinstance(run.observation.error, UnexpectedRequestError):
+            return [Violation(ONE_REQUEST, p) for p in run.exchange_problems] or [
+                Violation(ONE_REQUEST, str(run.observation.error))
+            ]
+        return check(
+            script,
+            run.rendered,
+            run.observation,
+            streamed=run.streamed,
+            finish_reason=self.expected_finish_reason(script),
+        )
+
+    def expected_finish_reason(self, script: Script) -> str | FromScript | None:
+        """What a faithful adapter reports as the finish reason, before normalizing.
+
+        A dialect whose protocol cannot carry every neutral reason (Gemini says `STOP`
+        for tool calls too) says so with an `expected_finish_reason(script)` method;
+        otherwise the script's own reason is expected.
+        """
+        hook = getattr(self.dialect, "expected_finish_reason", None)
+        if callable(hook):
+            value = hook(script)
+            return value if value is None or isinstance(value, str) else FROM_SCRIPT
+        return FROM_SCRIPT
+
+    def verify(
+        self,
+        script: Script,
+        mode: Mode,
+        *,
+        via: Via = "transport",
+        runner: asyncio.Runner | None = None,
+        server: SharedServer | None = None,
+    ) -> Run:
+        """Run `script` and raise if any guarantee broke.
+
+        Returns:
+            The run, when every guarantee held.
+
+        Raises:
+            ConformanceFailure: A subclass named after the first broken guarantee.
+        """
+        run = self.run(script, mode, via=via, runner=runner, server=server)
+        found = self.violations(script, run)
+        if found:
+            raise ConformanceFailure.build(
+                entry=self.entry,
+                mode=mode,
+                via=via,
+                violations=found,
+                script=script,
+                run=run,
+                dialect=self.dialect,
+            )
+        return run
+
+    # --- early exit ----------------------------------------------------------------
+
+    def staged(self, script: Script, *, streamed: bool) -> Script:
+        """`script` stalled right after its first content frame (when streamed).
+
+        The early-exit check serves this: the connection stays open after the first
+        content until the client closes it.
+        """
+        frames = self.dialect.render(script, stream=streamed).frames
+        first = next((i for i, f in enumerate(frames) if f.pieces), None)
+        if not streamed or first is None:
+            return replace(script, fault=None)
+        return replace(script, fault=Fault("stall", at=first + 1))
+
+    def _staged(self, script: Script) -> Callable[[httpx.Request], Script]:
+        dialect = self.dialect
+
+        def choose(request: httpx.Request) -> Script:
+            try:
+                payload = json.loads(request.content) if request.content else None
+            except ValueError:
+                payload = None
+            streamed = dialect.request_wants_stream(request.method, request.url.path, payload)
+            return self.staged(script, streamed=streamed)
+
+        return choose
+
+    def verify_early_exit(self, script: Script, *, sync: bool) -> None:
+        """Leave a stream after its first content delta; the provider must see the close.
+
+        The server stalls right after the first content frame, so the connection stays
+        open until the client closes it.
+
+        Raises:
+            ConformanceFailure: If no content arrived, the events before the exit were
+                malformed, or the server never saw the connection close.
+        """
+        mode: Mode = "sync-stream" if sync else "async-stream"
+        events: list[ai.StreamEvent] = []
+        error: BaseException | None = None
+        closed = False
+        with self._server_factory(self.dialect, self._staged(script)) as server:
+            settings = self.settings(base_url=server.base_url)
+            route = self.route(script)
+            limit = EARLY_EXIT_TIMEOUT_S
+            if sync:
+                with ai.Client([settings], registry=self._providers) as client:
+                    try:
+                        with client.stream(PROMPT, route=route, timeout_s=limit) as st:
+                            for event in st:
+                                events.append(event)
+                                if isinstance(event, _CONTENT):
+                                    break
+                    except Exception as exc:
+                        error = exc
+                    closed = server.wait_client_closed(1, timeout=EARLY_EXIT_WAIT_S)
+            else:
+
+                async def go() -> tuple[BaseException | None, bool]:
+                    async with ai.AsyncClient([settings], registry=self._providers) as client:
+                        try:
+                            async with client.stream(PROMPT, route=route, timeout_s=limit) as st:
+                                async for event in st:
+                                    events.append(event)
+                                    if isinstance(event, _CONTENT):
+                                        break
+                        except Exception as exc:
+                            return exc, False
+                        seen = await asyncio.to_thread(
+                            server.wait_client_closed, 1, EARLY_EXIT_WAIT_S
+                        )
+                        return None, seen
+
+                error, closed = asyncio.run(go())
+            streamed = any(
+                self.dialect.request_wants_stream(r.method, r.path, r.json)
+                for r in server.requests
+                if self.dialect.is_generation(r.method, r.path)
+            )
+        found = [v for v in check_grammar(events, succeeded=False)]
+        got_content = any(isinstance(e, _CONTENT) for e in events)
+        if error is not None:
+            found.append(
+                Violation(
+                    EARLY_EXIT,
+                    f"the stream raised {type(error).__name__}: {error} before its first "
+                    "content delta",
+                )
+            )
+        elif not got_content:
+            found.append(Violation(EARLY_EXIT, "the stream ended without any content delta"))
+        elif streamed and not closed:
+            found.append(
+                Violation(
+                    EARLY_EXIT,
+                    f"after leaving the stream's context early, the server still had the "
+                    f"connection open {EARLY_EXIT_WAIT_S:g}s later (the response was not "
+                    "closed)",
+                )
+            )
+        if found:
+            obs = Observation(tuple(events), None, error)
+            served = self.staged(script, streamed=streamed)
+            run = Run(obs, streamed, self.dialect.render(served, stream=streamed))
+            raise ConformanceFailure.build(
+                entry=self.entry,
+                mode=mode,
+                via="server",
+                violations=found,
+                script=served,
+                run=run,
+                dialect=self.dialect,
+            )
+
+    # --- properties ----------------------------------------------------------------
+
+    def check_property(
+        self,
+        strategy: SearchStrategy[Script],
+        *,
+        modes: Sequence[Mode],
+        via: Via = "transport",
+        max_examples: int,
+    ) -> None:
+        """Run a Hypothesis property: every drawn script, through a drawn mode, conforms.
+
+        Args:
+            strategy: Scripts to draw.
+            modes: Client paths to draw from.
+            via: How the fake provider is reached.
+            max_examples: Examples to run.
+
+        Raises:
+            ConformanceFailure: For the minimal failing script (or an exception group
+                of them, one per distinct broken guarantee).
+        """
+        from hypothesis import HealthCheck, given, settings
+        from hypothesis import strategies as st
+
+        with contextlib.ExitStack() as stack:
+            runner = stack.enter_context(asyncio.Runner())
+            server: SharedServer | None = None
+            if via == "server":
+                server = self.shared_server()
+                stack.enter_context(server.server)
+
+            @settings(
+                max_examples=max_examples,
+                deadline=None,
+                suppress_health_check=[
+                    HealthCheck.too_slow,
+                    HealthCheck.filter_too_much,
+                    HealthCheck.data_too_large,
+                ],
+            )
+            @given(script=strategy, mode=st.sampled_from(tuple(modes)))
+            def conformance_property(script: Script, mode: Mode) -> None:
+                self.verify(script, mode, via=via, runner=runner, server=server)
+
+            conformance_property()
+
+    def check_early_exit_property(
+        self, strategy: SearchStrategy[Script], *, sync: bool, max_examples: int
+    ) -> None:
+        """Early exit over a loopback socket, for scripts drawn from `strategy`."""
+        from hypothesis import HealthCheck, given, settings
+
+        @settings(
+            max_examples=max_examples,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        )
+        @given(script=strategy)
+        def early_exit_property(script: Script) -> None:
+            self.verify_early_exit(script, sync=sync)
+
+        early_exit_property()
+
+
+def _result_of(stream: ai.AsyncStream | ai.SyncStream) -> ai.Generation | None:
+    try:
+        return stream.result
+    except RuntimeError:
+        return None

@@ -1,0 +1,182 @@
+"""The harness end to end, in-process: real client, core and adapters over fake servers.
+
+One hand-picked script per broken adapter shows each bug caught under the right
+guarantee, quickly and deterministically; the pytester tests then show the same through
+`pytest --anyinfer-conformance` with generated scripts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from conformance_broken import BROKEN
+
+from anyinfer._providers.openai_chat import OpenAIChatAdapter
+from conformance.checker import EARLY_EXIT, ONE_REQUEST
+from conformance.registry import ConformanceRegistry, RegistryError, load_builtins
+from conformance.runner import MODES, ConformanceFailure, Harness, Mode
+from fakeservers import Fault, Reasoning, Script, ScriptUsage, Text, ToolFragment
+
+GOOD = Script(
+    pieces=(
+        Reasoning("thinking "),
+        Text("héllo "),
+        ToolFragment(1, '{"q": "日本', id="call_b", name="search"),
+        ToolFragment(0, "", name="clock"),
+        ToolFragment(1, '語"}'),
+        Text("🙂"),
+    ),
+    finish_reason="sparkles_42",
+    usage=ScriptUsage(input_tokens=9, output_tokens=4, cache_read_tokens=2),
+    keepalives=(1, 3),
+    read_sizes=(1,),
+)
+
+
+def harness(name: str = "openai", cls: type[OpenAIChatAdapter] | None = None) -> Harness:
+    registry = ConformanceRegistry()
+    if cls is None:
+        load_builtins(registry)
+    else:
+        registry.add(name, cls, dialect="openai-chat")
+    return Harness(registry, registry.get(name))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_builtin_adapter_conforms_over_transport(mode: Mode) -> None:
+    run = harness().verify(GOOD, mode)
+    result = run.observation.result
+    assert result is not None
+    assert result.text == "héllo 🙂"
+    assert [c.id for c in result.tool_calls] == ["call_0", "call_b"]
+    assert result.finish_reason == "other"
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("mode", ["async-stream", "sync-generate"])
+def test_builtin_adapter_conforms_over_loopback(mode: Mode) -> None:
+    harness().verify(GOOD, mode, via="server")
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("sync", [False, True])
+def test_builtin_adapter_closes_on_early_exit(sync: bool) -> None:
+    harness().verify_early_exit(GOOD, sync=sync)
+
+
+CAUGHT: list[tuple[str, Script, Mode]] = [
+    (
+        "broken-stops-at-finish",
+        Script(pieces=(Text("hi"),), usage=ScriptUsage(1, 2)),
+        "async-stream",
+    ),
+    (
+        "broken-holds-usage",
+        Script(
+            pieces=(Text("hi"),),
+            finish_reason=None,
+            usage=ScriptUsage(input_tokens=5),
+            usage_placement="finish",
+            fault=Fault("disconnect", at=3),  # after the usage frame, before [DONE]
+        ),
+        "async-stream",
+    ),
+    (
+        "broken-merges-tool-calls",
+        Script(
+            pieces=(
+                ToolFragment(0, "{}", id="a", name="f"),
+                ToolFragment(1, "{}", id="b", name="g"),
+            )
+        ),
+        "sync-stream",
+    ),
+    ("broken-tool-slots", Script(pieces=(ToolFragment(0, "{}", name="f"),)), "async-generate"),
+    ("broken-drops-reasoning", Script(pieces=(Reasoning("r"), Text("t"))), "sync-generate"),
+    (
+        "broken-unknown-finish",
+        Script(pieces=(Text("t"),), finish_reason="sparkles_42"),
+        "async-stream",
+    ),
+    ("broken-bare-malformed", Script(fault=Fault("malformed", at=1)), "async-stream"),
+    ("broken-swallows-status", Script(fault=Fault("status", status=503)), "sync-generate"),
+    (
+        "broken-holds-content",
+        Script(pieces=(Text("a"), Text("b")), fault=Fault("disconnect", at=2)),
+        "async-stream",
+    ),
+    ("broken-forgets-sentinel", Script(pieces=(Text("hi"),)), "sync-stream"),
+]
+
+
+@pytest.mark.parametrize(("name", "script", "mode"), CAUGHT, ids=[c[0] for c in CAUGHT])
+def test_broken_adapter_is_caught(name: str, script: Script, mode: Mode) -> None:
+    cls, guarantee = BROKEN[name]
+    with pytest.raises(ConformanceFailure) as info:
+        harness(name, cls).verify(script, mode)
+    failure = info.value
+    assert guarantee in failure.guarantees
+    assert failure.adapter == name
+    report = str(failure)
+    assert f"adapter {name} " in report
+    assert guarantee in report
+    assert "events" in report and "script" in report
+    assert "Script(" in report
+
+
+def test_every_broken_adapter_has_a_hand_picked_case() -> None:
+    assert {c[0] for c in CAUGHT} | {"broken-pumps-in-background"} == set(BROKEN)
+
+
+@pytest.mark.loopback
+def test_background_pump_is_caught_on_early_exit() -> None:
+    cls, guarantee = BROKEN["broken-pumps-in-background"]
+    assert guarantee == EARLY_EXIT
+    with pytest.raises(ConformanceFailure) as info:
+        harness("broken-pumps-in-background", cls).verify_early_exit(GOOD, sync=False)
+    assert info.value.guarantees == (EARLY_EXIT,)
+    assert "Fault('stall'" in str(info.value)  # the report shows the script as served
+
+
+class _AsksTwice(OpenAIChatAdapter):
+    """Sends a warm-up request before the real one (an extra, unscripted request)."""
+
+    async def generate(self, request):  # type: ignore[no-untyped-def]
+        await self.send("POST", "/chat/completions", json_body=self.build_body(request))
+        async for part in super().generate(request):
+            yield part
+
+
+def test_an_extra_request_is_named() -> None:
+    with pytest.raises(ConformanceFailure) as info:
+        harness("asks-twice", _AsksTwice).verify(Script(pieces=(Text("a"),)), "async-stream")
+    assert info.value.guarantees == (ONE_REQUEST,)
+
+
+def test_a_shared_runner_and_server_serve_many_scripts() -> None:
+    h = harness()
+    shared = h.shared_server()
+    scripts = [Script(pieces=(Text(str(i)),)) for i in range(3)]
+    with asyncio.Runner() as runner, shared.server:
+        for script in scripts:
+            run = h.verify(script, "async-stream", via="server", runner=runner, server=shared)
+            assert run.observation.result is not None
+            assert run.observation.result.text == script.text
+
+
+def test_registry_rejects_bad_registrations() -> None:
+    registry = ConformanceRegistry()
+    load_builtins(registry)
+    assert "openai" in registry.names()  # the built-ins come from AnyInfer's registry
+    with pytest.raises(RegistryError, match="already registered"):
+        registry.add("openai")
+    with pytest.raises(RegistryError, match="Adapter subclass"):
+        registry.add("x", object)  # type: ignore[arg-type]
+    with pytest.raises(RegistryError, match="base_url"):
+        registry.add("y", OpenAIChatAdapter, settings={"base_url": "http://x"})
+    registry.add("z", OpenAIChatAdapter, dialect="nope")
+    with pytest.raises(RegistryError, match="unknown dialect 'nope'"):
+        registry.check()
+    with pytest.raises(RegistryError, match=r"no conformance adapter named 'missing'.*, z$"):
+        registry.select(["missing"])
