@@ -474,3 +474,58 @@ def locate(model: str, variant: str | None, verify: bool, as_json: bool) -> None
         click.echo(f"  problem: {problem}")
     for engine, argv in found.launch.items():
         click.echo(f"  {engine}: {' '.join(argv)}")
+
+
+@main.command()
+@click.argument("target")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--system",
+    "system_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A file to send as the system prompt.",
+)
+@click.option("--reserve", type=int, help="Output tokens to set aside (default: derived).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@provider_options
+def budget(
+    target: str,
+    files: Sequence[str],
+    system_file: str | None,
+    reserve: int | None,
+    as_json: bool,
+    base_url: str | None,
+    api_key: str | None,
+    timeout: float | None,
+) -> None:
+    """How much of TARGET's context window the FILES (as one user prompt) use.
+
+    Pure computation: nothing is sent. The window comes from the bundled catalog (or
+    discovery); an unknown window gives no verdict rather than a guess.
+    """
+    import anyinfer as ai
+
+    parts = [Path(f).read_text("utf-8", errors="replace") for f in files]
+    messages = [ai.Message.user("\n\n".join(parts))]
+    if system_file:
+        messages.insert(0, ai.Message.system(Path(system_file).read_text("utf-8")))
+    provider = target.partition(":")[0] if ":" in target else None
+    providers = [_settings(provider, base_url, api_key, timeout)] if provider else []
+    try:
+        with ai.Client(providers) as client:
+            b = client.budget(messages, target=target, output_reserve_tokens=reserve)
+    except ai.AnyInferError as exc:
+        _fail(exc)
+    if as_json:
+        _dump(b)
+        return
+    window = f"{b.context_window} ({b.window_provenance})" if b.context_window else "unknown"
+    click.echo(
+        f"prompt: {b.prompt.floor}-{b.prompt.ceiling} tokens"
+        + (" (exact)" if b.prompt.exact else " (estimated)")
+    )
+    click.echo(f"output reserve: {b.output_reserve_tokens} ({b.reserve_source})")
+    click.echo(f"window: {window}")
+    if b.remaining_tokens is not None:
+        click.echo(f"remaining: {b.remaining_tokens}")
+    click.echo(f"verdict: {b.verdict or 'unknown (no known window)'}")

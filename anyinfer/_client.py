@@ -333,8 +333,12 @@ class AsyncClient:
         order = [
             (iid, self._registry.canonical(s.provider_id)) for iid, s in self._settings.items()
         ]
-        if not order:  # nothing configured: any registered provider, with its defaults
-            order = [(pid, pid) for pid in self._registry.ids()]
+        if not order:
+            # Nothing configured: the providers the catalog lists for this alias, in the
+            # catalog's order (the alias's home provider first), with their defaults.
+            listed = catalog.aliases.get(name.strip().lower(), {})
+            order = [(pid, pid) for pid in listed if pid in self._registry]
+            order = order or [(pid, pid) for pid in self._registry.ids()]
         matches = catalog.resolve_alias(name, order)
         if not matches:
             known = [f"{iid}:" for iid, _ in order]

@@ -136,3 +136,17 @@ def test_pull_ls_locate_rm_against_a_fake_hub(store_env: dict[str, str]) -> None
     assert json.loads(run("ls", "--json", env=store_env).stdout) == []
     missing = run("locate", "smollm2-135m", env=store_env)
     assert missing.returncode != 0 and "not installed" in missing.stderr
+
+
+def test_budget_reports_the_window(tmp_path: Path) -> None:
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("word " * 1000)
+    done = run("budget", "openai:gpt-4o-mini", str(prompt), "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["context_window"] == 128000 and data["verdict"] == "fits"
+    assert data["prompt"]["floor"] <= 1000 <= data["prompt"]["ceiling"]
+    text = run("budget", "gpt-4o-mini", str(prompt))
+    assert "window: 128000 (catalog)" in text.stdout and "verdict: fits" in text.stdout
+    unknown = run("budget", "local:mystery", str(prompt), "--base-url", "http://127.0.0.1:9/v1")
+    assert "verdict: unknown" in unknown.stdout
