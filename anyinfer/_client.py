@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ._local.store import ModelStore, RemovalReport, ResolvedModel, StoreEntry
     from ._pricing import PricingTable
     from ._registry import ProviderRegistry
-    from ._structured import NormalizedSchema, Repair
+    from ._structured import NormalizedSchema, Repair, SchemaSpec, SupportsJSONSchema
     from ._telemetry import Observer
 
 # Provider ids whose engines run local weights, and the catalog engines they serve.
@@ -110,7 +110,7 @@ class AsyncClient:
         observers: Sequence[Observer] | None = None,
         resolver: ResolverChain | None = None,
         retain_raw: bool = False,
-        repair: Any | None = None,
+        repair: Repair | None = None,
         use_default_catalog: bool = True,
         estimator: TokenEstimator | None = None,
         context_gate: bool = True,
@@ -218,7 +218,7 @@ class AsyncClient:
         messages: MessagesInput,
         *,
         target: Target,
-        schema: Any | None = None,
+        schema: SchemaSpec | SupportsJSONSchema | Mapping[str, Any] | None = None,
         tools: Sequence[ToolSpec] = (),
         sampling: Sampling | None = None,
         output_reserve_tokens: int | None = None,
@@ -600,13 +600,13 @@ class AsyncClient:
         *,
         target: Target | None = None,
         route: Route | Target | Sequence[Target] | None = None,
-        schema: Any | None = None,
+        schema: SchemaSpec | SupportsJSONSchema | Mapping[str, Any] | None = None,
         tools: Sequence[ToolSpec] = (),
         tool_choice: ToolChoice = "auto",
         sampling: Sampling | None = None,
         reasoning: ReasoningEffort | None = None,
         timeout_s: float | None = None,
-        repair: Any | None = None,
+        repair: Repair | None = None,
         provider_options: Mapping[str, Mapping[str, Any]] | None = None,
         metadata: Mapping[str, str] | None = None,
         max_response_bytes: int | None = None,
@@ -1056,13 +1056,13 @@ class AsyncClient:
         *,
         target: Target | None = None,
         route: Route | Target | Sequence[Target] | None = None,
-        schema: Any | None = None,
+        schema: SchemaSpec | SupportsJSONSchema | Mapping[str, Any] | None = None,
         tools: Sequence[ToolSpec] = (),
         tool_choice: ToolChoice = "auto",
         sampling: Sampling | None = None,
         reasoning: ReasoningEffort | None = None,
         timeout_s: float | None = None,
-        repair: Any | None = None,
+        repair: Repair | None = None,
         provider_options: Mapping[str, Mapping[str, Any]] | None = None,
         metadata: Mapping[str, str] | None = None,
         max_response_bytes: int | None = None,
