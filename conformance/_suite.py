@@ -161,3 +161,58 @@ def test_recorded_traffic(anyinfer_harness: Harness, anyinfer_cassette_dir: Any)
         pytest.skip(f"no bundled cassettes under {folder}")
     checked = replay_interactions(anyinfer_harness, recordings)
     assert checked, f"no generation requests in the cassettes under {folder}"
+
+
+@pytest.mark.anyinfer_conformance(covers=(G1, G2, G3, G4))
+def test_schema_repair_rerun(anyinfer_harness: Harness) -> None:
+    """A schema-repair re-run keeps the grammar: a fresh `attempt_start`, no `AttemptFailed`,
+    and the result is the last segment's (async and sync streams)."""
+    import anyinfer as ai
+    from fakeservers import FakeTransport, Script, ScriptUsage, Text
+
+    from .checker import check_grammar
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    for sync in (False, True):
+        scripts = [
+            Script(pieces=(Text('{"n": "not a number"}'),), usage=ScriptUsage(3, 4)),
+            Script(pieces=(Text('{"n": 7}'),), usage=ScriptUsage(9, 2)),
+        ]
+        transport = FakeTransport(anyinfer_harness.dialect, scripts)
+        settings = anyinfer_harness.settings(transport=transport)
+        route = ai.Route(f"{anyinfer_harness.entry.name}:m", retry=ai.RetryPolicy(max_retries=0))
+        kw: dict[str, Any] = {"route": route, "schema": schema, "repair": ai.Repair(max_attempts=1)}
+        events: list[ai.StreamEvent] = []
+        if sync:
+            with ai.Client([settings], registry=anyinfer_harness._providers) as client:
+                with client.stream("n?", **kw) as stream:
+                    events.extend(stream)
+                result = stream.result
+        else:
+            import asyncio
+
+            async def run(
+                settings: ai.ProviderSettings = settings,
+                kw: dict[str, Any] = kw,
+                events: list[ai.StreamEvent] = events,
+            ) -> ai.Generation:
+                async with ai.AsyncClient([settings], registry=anyinfer_harness._providers) as c:
+                    async with c.stream("n?", **kw) as stream:
+                        async for event in stream:
+                            events.append(event)
+                    return stream.result
+
+            result = asyncio.run(run())
+        problems = check_grammar(events, succeeded=True)
+        assert not problems, "; ".join(str(p) for p in problems)
+        starts = [e for e in events if isinstance(e, ai.TimingMark) and e.name == "attempt_start"]
+        assert len(starts) == 2 and not any(isinstance(e, ai.AttemptFailed) for e in events)
+        assert result.repair_attempts == 1 and result.structured == {"n": 7}
+        last = max(
+            i
+            for i, e in enumerate(events)
+            if isinstance(e, ai.TimingMark) and e.name == "attempt_start"
+        )
+        text = "".join(e.text for e in events[last:] if isinstance(e, ai.TextDelta))
+        assert text == result.text
+        transport.assert_all_used()

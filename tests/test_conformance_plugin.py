@@ -126,7 +126,7 @@ def test_one_broken_adapter_fails_with_a_shrunk_script(pytester: pytest.Pytester
         "no:cacheprovider",
         timeout=240,
     )
-    result.assert_outcomes(failed=1, deselected=8)
+    result.assert_outcomes(failed=1, deselected=9)
     output = result.stdout.str()
     assert f"{SUITE_NODEID}::test_async_stream[broken-stops-at-finish]" in output
     assert "broke trailing-usage" in output
@@ -193,7 +193,7 @@ def test_correct_adapter_from_an_installed_package_passes(
         "no:cacheprovider",
         timeout=240,
     )
-    result.assert_outcomes(passed=16, skipped=2)  # no bundled cassettes for these two
+    result.assert_outcomes(passed=18, skipped=2)  # no bundled cassettes for these two
     matrix = _matrix(result.stdout.str())
     assert set(matrix) == {"acme", "acme-eu"}
     for row in matrix.values():
@@ -305,5 +305,5 @@ def test_fixtures_can_be_overridden_from_a_conftest(pytester: pytest.Pytester) -
     result = pytester.runpytest(
         OPTION_CONFORMANCE, OPTION_ADAPTER, "openai", "-k", "test_async_generate", "-q"
     )
-    result.assert_outcomes(passed=1, deselected=8)
+    result.assert_outcomes(passed=1, deselected=9)
     assert set(log.read_text().split()) == {"only-openai"}
