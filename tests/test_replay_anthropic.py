@@ -25,7 +25,15 @@ from typing import Any
 
 import httpx
 import pytest
-from wire import Interaction, find_wire_dir, interactions, replay_transport, sse_frames
+from wire import (
+    Interaction,
+    check_events_match_result,
+    check_ordering,
+    find_wire_dir,
+    interactions,
+    replay_transport,
+    sse_frames,
+)
 
 import anyinfer as ai
 from anyinfer._providers.anthropic import assistant_message, content_blocks
@@ -335,36 +343,6 @@ def replay(
 
 
 # --- checks ----------------------------------------------------------------------------------
-
-_CONTENT = (ai.TextDelta, ai.ReasoningDelta, ai.ToolCallDelta)
-
-
-def check_ordering(events: list[Any], *, ended: bool) -> None:
-    """The event-stream grammar for one single-target attempt."""
-    assert events and events[0] == ai.TimingMark("attempt_start", 0.0)
-    firsts = [
-        i for i, e in enumerate(events) if isinstance(e, ai.TimingMark) and e.name == "first_token"
-    ]
-    content = [i for i, e in enumerate(events) if isinstance(e, _CONTENT)]
-    assert firsts == ([content[0] - 1] if content else [])
-    endings = [i for i, e in enumerate(events) if isinstance(e, ai.StreamEnded)]
-    assert endings == ([len(events) - 1] if ended else [])
-
-
-def check_events_match_result(events: list[Any], result: ai.Generation) -> None:
-    assert "".join(e.text for e in events if isinstance(e, ai.TextDelta)) == result.text
-    assert "".join(e.text for e in events if isinstance(e, ai.ReasoningDelta)) == result.reasoning
-    joined: dict[int, str] = {}
-    for e in events:
-        if isinstance(e, ai.ToolCallDelta):
-            joined[e.index] = joined.get(e.index, "") + e.arguments_fragment
-    parsed = [json.loads(joined[i].strip() or "{}") for i in sorted(joined)]
-    assert parsed == [dict(c.arguments) for c in result.tool_calls]
-    merged = ai.Usage()
-    for e in events:
-        if isinstance(e, ai.UsageUpdate):
-            merged = merged.merge(e.usage)
-    assert merged.normalized() == dataclasses.replace(result.usage, cost_usd=None)
 
 
 # Typographic characters the pydantic-ai recorder flattened in request bodies only.

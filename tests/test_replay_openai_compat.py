@@ -25,11 +25,9 @@ from test_replay_openai_chat import (
     Expected,
     _params,
     _usage_seen,
-    check_events_match_result,
-    check_ordering,
     expected_from,
 )
-from wire import Interaction, replay_transport
+from wire import Interaction, check_events_match_result, check_ordering, replay_transport
 
 import anyinfer as ai
 from anyinfer._providers.openai_compat import ENGINE_QUIRKS

@@ -22,8 +22,15 @@ from typing import Any
 
 import httpx
 import pytest
-from test_replay_openai_chat import check_events_match_result, check_ordering
-from wire import Interaction, find_wire_dir, interactions, replay_transport, sse_json
+from wire import (
+    Interaction,
+    check_events_match_result,
+    check_ordering,
+    find_wire_dir,
+    interactions,
+    replay_transport,
+    sse_json,
+)
 
 import anyinfer as ai
 

@@ -17,6 +17,7 @@ repo is `/work/main` beside `/work/shared`; in CI a fresh clone sits beside a co
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -30,6 +31,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+
+import anyinfer as ai
 
 __all__ = [
     "WIRE_ENV",
@@ -541,3 +544,59 @@ def replay_transport(
 def iter_by_protocol(protocol: str, root: Path | None = None) -> Iterator[Interaction]:
     """Interactions speaking `protocol` (a `protocol_of` name), in file order."""
     yield from interactions(root, lambda i: i.protocol == protocol)
+
+
+# --- checks shared by the replay tests -------------------------------------------------
+
+_CONTENT = (ai.TextDelta, ai.ReasoningDelta, ai.ToolCallDelta)
+
+
+def check_ordering(events: list[Any], *, ended: bool) -> None:
+    """The event-stream grammar for one single-target attempt.
+
+    On success: `attempt_start` first, exactly one `first_token` right before the first
+    content delta (none without content), exactly one `StreamEnded`, last. On failure: no
+    `StreamEnded`, and an `AttemptFailed` only as the last event of an attempt that showed
+    no content (after content the typed error itself is raised).
+    """
+    assert events, "no events at all"
+    assert events[0] == ai.TimingMark("attempt_start", 0.0)
+    marks = [i for i, e in enumerate(events) if isinstance(e, ai.TimingMark)]
+    starts = [i for i in marks if events[i].name == "attempt_start"]
+    firsts = [i for i in marks if events[i].name == "first_token"]
+    assert starts == [0], "one attempt, one attempt_start"
+    content = [i for i, e in enumerate(events) if isinstance(e, _CONTENT)]
+    if content:
+        assert firsts == [content[0] - 1], "first_token must sit right before the first delta"
+    else:
+        assert firsts == [], "no content, so no first_token"
+    endings = [i for i, e in enumerate(events) if isinstance(e, ai.StreamEnded)]
+    failures = [i for i, e in enumerate(events) if isinstance(e, ai.AttemptFailed)]
+    if ended:
+        assert endings == [len(events) - 1], "exactly one StreamEnded, last"
+        assert failures == []
+    else:
+        assert endings == [], "a failed stream must not claim completion"
+        if content:
+            assert failures == [], "after content the error is raised, not announced"
+        else:
+            assert failures in ([], [len(events) - 1])
+
+
+def check_events_match_result(events: list[Any], result: ai.Generation) -> None:
+    """Deltas, joined, are the result (guarantee 4 and its siblings)."""
+    text = "".join(e.text for e in events if isinstance(e, ai.TextDelta))
+    reasoning = "".join(e.text for e in events if isinstance(e, ai.ReasoningDelta))
+    assert text == result.text
+    assert reasoning == result.reasoning
+    joined: dict[int, list[str]] = {}
+    for e in events:
+        if isinstance(e, ai.ToolCallDelta):
+            joined.setdefault(e.index, []).append(e.arguments_fragment)
+    parsed = [json.loads("".join(joined[i]).strip() or "{}") for i in sorted(joined)]
+    assert parsed == [dict(c.arguments) for c in result.tool_calls]
+    merged = ai.Usage()
+    for e in events:
+        if isinstance(e, ai.UsageUpdate):
+            merged = merged.merge(e.usage)
+    assert merged.normalized() == dataclasses.replace(result.usage, cost_usd=None)
