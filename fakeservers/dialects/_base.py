@@ -109,6 +109,35 @@ class Dialect(ABC):
         """
         return SSE_MALFORMED
 
+    def whole_response(
+        self,
+        script: Script,
+        payload: Any,
+        *,
+        usage: frozenset[str],
+        finish: bool,
+        content_type: str = "application/json",
+    ) -> Rendered:
+        """A non-streamed response: one JSON frame carrying every piece of `script`.
+
+        Args:
+            script: The script the payload renders.
+            payload: The JSON body.
+            usage: Usage fields the body reports.
+            finish: Whether the body carries the finish reason.
+            content_type: The response's content type.
+        """
+        frame = Frame(
+            json_bytes(payload),
+            pieces=tuple(range(len(script.pieces))),
+            usage=usage,
+            finish=finish,
+            sentinel=True,
+        )
+        return Rendered(
+            200, (("content-type", content_type),), (frame,), malformed=self.malformed_body()
+        )
+
     def malformed_body(self) -> bytes:
         """Garbage for a non-streaming body: bytes that make the JSON body invalid."""
         return b"{not json"

@@ -278,16 +278,7 @@ class AnthropicDialect(Dialect):
         usage_set: frozenset[str] = frozenset()
         if script.usage is not None and script.usage_placement != "none":
             payload["usage"], usage_set = _usage_json(script.usage, _INPUT_SIDE + _OUTPUT_SIDE)
-        frame = Frame(
-            json_bytes(payload),
-            pieces=tuple(range(len(script.pieces))),
-            usage=usage_set,
-            finish=reason is not None,
-            sentinel=True,
-        )
-        return Rendered(
-            200, (("content-type", "application/json"),), (frame,), malformed=self.malformed_body()
-        )
+        return self.whole_response(script, payload, usage=usage_set, finish=reason is not None)
 
     def render_error(self, fault: Fault) -> Rendered:
         """Render `{"type": "error", "error": {"type", "message"}}` with `fault.status`.

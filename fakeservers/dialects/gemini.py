@@ -230,18 +230,12 @@ class GeminiDialect(Dialect):
             meta, fields = _usage_metadata(script.usage, input_only=False)
             if meta:
                 payload["usageMetadata"] = meta
-        frame = Frame(
-            json_bytes(payload),
-            pieces=tuple(range(len(script.pieces))),
+        return self.whole_response(
+            script,
+            payload,
             usage=fields,
             finish=finish is not None,
-            sentinel=True,
-        )
-        return Rendered(
-            200,
-            (("content-type", "application/json; charset=UTF-8"),),
-            (frame,),
-            malformed=self.malformed_body(),
+            content_type="application/json; charset=UTF-8",
         )
 
     def render_error(self, fault: Fault) -> Rendered:

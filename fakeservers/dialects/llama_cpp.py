@@ -146,15 +146,8 @@ class LlamaCppDialect(OpenAIChatDialect):
                 payload["usage"], usage_fields = _usage_object(script.usage)
                 fields = fields | usage_fields
             payload["timings"] = timings
-        frame = Frame(
-            json_bytes(payload),
-            pieces=tuple(range(len(script.pieces))),
-            usage=fields,
-            finish=script.finish_reason is not None,
-            sentinel=True,
-        )
-        return Rendered(
-            200, (("content-type", "application/json"),), (frame,), malformed=self.malformed_body()
+        return self.whole_response(
+            script, payload, usage=fields, finish=script.finish_reason is not None
         )
 
     def render_error(self, fault: Fault) -> Rendered:

@@ -152,18 +152,12 @@ class OllamaDialect(Dialect):
         if calls:
             message["tool_calls"] = calls
         payload, meta = self._final(script, message)
-        frame = Frame(
-            json_bytes(payload),
-            pieces=tuple(range(len(script.pieces))),
+        return self.whole_response(
+            script,
+            payload,
             usage=meta.usage,
             finish=meta.finish,
-            sentinel=True,
-        )
-        return Rendered(
-            200,
-            (("content-type", "application/json; charset=utf-8"),),
-            (frame,),
-            malformed=self.malformed_body(),
+            content_type="application/json; charset=utf-8",
         )
 
     def render_error(self, fault: Fault) -> Rendered:

@@ -160,15 +160,8 @@ class OpenAIChatDialect(Dialect):
         usage_fields: frozenset[str] = frozenset()
         if script.usage is not None and script.usage_placement != "none":
             payload["usage"], usage_fields = _usage_json(script.usage)
-        frame = Frame(
-            json_bytes(payload),
-            pieces=tuple(range(len(script.pieces))),
-            usage=usage_fields,
-            finish=script.finish_reason is not None,
-            sentinel=True,
-        )
-        return Rendered(
-            200, (("content-type", "application/json"),), (frame,), malformed=self.malformed_body()
+        return self.whole_response(
+            script, payload, usage=usage_fields, finish=script.finish_reason is not None
         )
 
     def render_error(self, fault: Fault) -> Rendered:

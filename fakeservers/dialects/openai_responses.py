@@ -292,15 +292,8 @@ class OpenAIResponsesDialect(Dialect):
             output.append(_item_json(call))
         payload = self._response(script, "completed", output)
         _, usage_fields = self._finish(script, payload)
-        frame = Frame(
-            json_bytes(payload),
-            pieces=tuple(range(len(script.pieces))),
-            usage=usage_fields,
-            finish=script.finish_reason is not None,
-            sentinel=True,
-        )
-        return Rendered(
-            200, (("content-type", "application/json"),), (frame,), malformed=self.malformed_body()
+        return self.whole_response(
+            script, payload, usage=usage_fields, finish=script.finish_reason is not None
         )
 
     def render_error(self, fault: Fault) -> Rendered:
