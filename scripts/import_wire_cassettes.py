@@ -40,6 +40,7 @@ def _adapter(protocol: str, host: str) -> str | None:
 
 def main() -> None:
     import wire
+
     from conformance.cassettes import _LiteralDumper, scrub_text
 
     parser = argparse.ArgumentParser(description=__doc__)
@@ -74,10 +75,13 @@ def main() -> None:
                     "response": {
                         "status": {"code": item.response.status, "message": ""},
                         "headers": {
-                            k: list(v) for k, v in item.response.headers.items()
+                            k: list(v)
+                            for k, v in item.response.headers.items()
                             if k in ("content-type", "retry-after", "retry-after-ms")
                         },
-                        "body": {"string": scrub_text(item.response.body.decode("utf-8", "replace"))},
+                        "body": {
+                            "string": scrub_text(item.response.body.decode("utf-8", "replace"))
+                        },
                     },
                 }
             ],
