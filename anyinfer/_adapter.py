@@ -23,7 +23,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
 
@@ -43,6 +43,10 @@ from ._errors import (
     StreamError,
 )
 from ._parts import Part
+
+if TYPE_CHECKING:
+    from ._messages import Message
+    from ._types import Generation
 from ._request import GenerationRequest
 from ._settings import ProviderSettings
 
@@ -140,6 +144,17 @@ class Adapter(ABC):
         Returns:
             An async iterator of parts.
         """
+
+    def assistant_message(self, generation: Generation) -> Message:
+        """The assistant turn of `generation`, to continue the conversation with.
+
+        Protocols that need their native content sent back (Anthropic thinking
+        signatures, Gemini thought signatures) override this to carry it, from
+        `generation.raw`, in `Message.provider_data`.
+        """
+        from ._messages import Message
+
+        return Message.assistant(generation.text, generation.tool_calls)
 
     async def models(self) -> Sequence[DiscoveredModel]:
         """List the provider's models.

@@ -675,6 +675,7 @@ class AsyncClient:
         max_response_bytes: int | None,
         *,
         wire_stream: bool,
+        retain_raw: bool | None = None,
     ) -> AsyncIterator[StreamEvent]:
         msgs = normalize_messages(messages)
         chosen = self._route_for(target, route)
@@ -712,7 +713,7 @@ class AsyncClient:
             sampling=sampling or Sampling(),
             reasoning=reasoning,
             provider_options={},
-            retain_raw=self._retain_raw,
+            retain_raw=self._retain_raw if retain_raw is None else retain_raw,
             metadata=dict(metadata or {}),
             timeout_s=timeout_s,
             max_response_bytes=max_response_bytes,
@@ -1097,6 +1098,43 @@ class AsyncClient:
         )
         return await AsyncStream(source).collect()
 
+    async def _tool_round(
+        self,
+        messages: MessagesInput,
+        *,
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        schema: SchemaSpec | SupportsJSONSchema | Mapping[str, Any] | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+        sampling: Sampling | None = None,
+        reasoning: ReasoningEffort | None = None,
+        timeout_s: float | None = None,
+        repair: Repair | None = None,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        max_response_bytes: int | None = None,
+    ) -> Generation:
+        """One `run_tools` round: `generate`, keeping the raw payload for the next turn."""
+        source = self._start(
+            messages,
+            target,
+            route,
+            schema,
+            tools,
+            tool_choice,
+            sampling,
+            reasoning,
+            timeout_s,
+            repair,
+            provider_options,
+            metadata,
+            max_response_bytes,
+            wire_stream=False,
+            retain_raw=True,
+        )
+        return await AsyncStream(source).collect()
+
     async def run_tools(
         self,
         messages: MessagesInput,
@@ -1128,7 +1166,6 @@ class AsyncClient:
             ToolLoopError: If the model calls an unknown tool, or the round budget is
                 exhausted.
         """
-        from ._messages import Message
         from ._tools import coerce_tools, dispatch_all
 
         if max_rounds < 0:
@@ -1137,7 +1174,9 @@ class AsyncClient:
         conversation = list(normalize_messages(messages))
         choice = kwargs.pop("tool_choice", "auto")
         for round_no in range(max_rounds + 1):
-            result = await self.generate(
+            # Raw payloads are kept for the rounds (thinking and thought signatures must
+            # go back to Anthropic and Gemini), and dropped from the answer unless asked.
+            result = await self._tool_round(
                 conversation,
                 target=target,
                 route=route,
@@ -1146,13 +1185,14 @@ class AsyncClient:
                 **kwargs,
             )
             if not result.tool_calls:
-                return result
+                return result if self._retain_raw else replace(result, raw=None)
             if round_no == max_rounds:
                 raise ToolLoopError(
                     f"the model still called tools after {max_rounds} round(s) "
                     f"({', '.join(c.name for c in result.tool_calls)}); raise max_rounds"
                 )
-            conversation.append(Message.assistant(result.text, result.tool_calls))
+            adapter = self._adapter(result.target.provider)
+            conversation.append(adapter.assistant_message(result))
             conversation.extend(await dispatch_all(result.tool_calls, runnable))
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -244,3 +244,27 @@ def test_plain_functions_are_tools_and_tool_choice_is_mapped() -> None:
     assert sent(t, 1)["tool_choice"] == "auto"
     spec = sent(t, 0)["tools"][0]["function"]
     assert spec["parameters"]["required"] == ["a"] and "$ref" not in json.dumps(spec)
+
+
+def test_run_tools_sends_anthropic_thinking_signatures_back() -> None:
+    from fakeservers import Reasoning
+
+    scripts = [
+        Script(
+            pieces=(
+                Reasoning("let me double it"),
+                ToolFragment(0, '{"x": 4}', id="t1", name="double"),
+            ),
+            finish_reason="tool_calls",
+        ),
+        Script(pieces=(Text("8"),)),
+    ]
+    client, t = client_for("anthropic", "anthropic-messages", scripts)
+    with client:
+        result = client.run_tools("double 4", tools=[double], target="p:claude-x")
+    assert result.text == "8" and result.raw is None  # raw kept only for the rounds
+    turn = sent(t, 1)["messages"][1]
+    assert turn["role"] == "assistant"
+    thinking = [b for b in turn["content"] if b["type"] == "thinking"]
+    assert thinking and thinking[0]["signature"].startswith("fakesig")
+    assert any(b["type"] == "tool_use" and b["id"] == "t1" for b in turn["content"])

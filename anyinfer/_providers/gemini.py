@@ -444,6 +444,10 @@ class GeminiAdapter(HTTPAdapter):
 
     # --- response ------------------------------------------------------------------
 
+    def assistant_message(self, generation: Generation) -> Message:
+        """The assistant turn with this protocol's native content (see `assistant_message`)."""
+        return assistant_message(generation)
+
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
         """Send the request and yield its parts (see `Adapter.generate`)."""
         body, warnings = self.prepare(request)
