@@ -58,6 +58,42 @@ class Sampling:
             raise ConfigError(f"temperature must not be negative, got {self.temperature}")
         object.__setattr__(self, "stop", tuple(self.stop))
 
+    def wire_fields(self, names: Mapping[str, str | None]) -> tuple[dict[str, Any], list[str]]:
+        """The controls that are set, under a protocol's own field names.
+
+        Args:
+            names: Control name (`temperature`, `top_p`, `max_output_tokens`, `stop`,
+                `seed`, `presence_penalty`, `frequency_penalty`) to the protocol's field;
+                `None` for a control the adapter handles itself. Controls left out are
+                ones the protocol has no field for.
+
+        Returns:
+            The fields to send (stop sequences as a list), and the names of set controls
+            the protocol cannot carry, for a warning.
+        """
+        fields: dict[str, Any] = {}
+        unsupported: list[str] = []
+        for control in _CONTROLS:
+            value = getattr(self, control)
+            if value is None or value == ():
+                continue
+            if control not in names:
+                unsupported.append(control)
+            elif (field_name := names[control]) is not None:
+                fields[field_name] = list(value) if control == "stop" else value
+        return fields, unsupported
+
+
+_CONTROLS = (
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:

@@ -118,3 +118,13 @@ def test_registry_aliases_and_unknown_provider() -> None:
         reg.adapter_class("acmee")
     with pytest.raises(ai.ConfigError):
         reg.register("acme", "x:y")
+
+
+def test_sampling_wire_fields_maps_and_reports_unsupported() -> None:
+    s = ai.Sampling(temperature=0.2, max_output_tokens=9, stop=("x",), seed=3)
+    fields, unsupported = s.wire_fields(
+        {"temperature": "temp", "stop": "stop_sequences", "max_output_tokens": None}
+    )
+    assert fields == {"temp": 0.2, "stop_sequences": ["x"]}
+    assert unsupported == ["seed"]  # set, but the protocol has no field for it
+    assert ai.Sampling().wire_fields({}) == ({}, [])

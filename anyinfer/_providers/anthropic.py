@@ -185,21 +185,15 @@ class AnthropicAdapter(HTTPAdapter):
             body["thinking"] = thinking
         if request.stream:
             body["stream"] = True
-        if s.temperature is not None:
-            body["temperature"] = s.temperature
-        if s.top_p is not None:
-            body["top_p"] = s.top_p
-        if s.stop:
-            body["stop_sequences"] = list(s.stop)
-        dropped = [
-            name
-            for name, value in (
-                ("seed", s.seed),
-                ("presence_penalty", s.presence_penalty),
-                ("frequency_penalty", s.frequency_penalty),
-            )
-            if value is not None
-        ]
+        fields, dropped = s.wire_fields(
+            {
+                "temperature": "temperature",
+                "top_p": "top_p",
+                "stop": "stop_sequences",
+                "max_output_tokens": None,  # max_tokens is required: set above
+            }
+        )
+        body.update(fields)
         if dropped:
             warnings.append(
                 f"{self.instance_id}: the Anthropic Messages API has no "

@@ -128,6 +128,16 @@ from .._settings import ProviderSettings
 from .._types import Generation, Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 
+_SAMPLING_FIELDS: Mapping[str, str | None] = {
+    "temperature": "temperature",
+    "top_p": "topP",
+    "max_output_tokens": "maxOutputTokens",
+    "stop": "stopSequences",
+    "seed": "seed",
+    "presence_penalty": "presencePenalty",
+    "frequency_penalty": "frequencyPenalty",
+}
+
 __all__ = [
     "CONTENT_FILTER_REASONS",
     "DEFAULT_BASE_URL",
@@ -265,22 +275,7 @@ class GeminiAdapter(HTTPAdapter):
         system = request.system_text()
         if system:
             body["systemInstruction"] = {"parts": [{"text": system}]}
-        config: dict[str, Any] = {}
-        s = request.sampling
-        if s.temperature is not None:
-            config["temperature"] = s.temperature
-        if s.top_p is not None:
-            config["topP"] = s.top_p
-        if s.max_output_tokens is not None:
-            config["maxOutputTokens"] = s.max_output_tokens
-        if s.stop:
-            config["stopSequences"] = list(s.stop)
-        if s.seed is not None:
-            config["seed"] = s.seed
-        if s.presence_penalty is not None:
-            config["presencePenalty"] = s.presence_penalty
-        if s.frequency_penalty is not None:
-            config["frequencyPenalty"] = s.frequency_penalty
+        config, _ = request.sampling.wire_fields(_SAMPLING_FIELDS)
         fmt = request.response_format
         if fmt is not None:
             config["responseMimeType"] = "application/json"

@@ -169,25 +169,22 @@ class OllamaAdapter(HTTPAdapter):
 
     def options_json(self, request: GenerationRequest) -> dict[str, Any]:
         """Ollama's `options` object: sampling controls under Ollama's names."""
-        s = request.sampling
         out: dict[str, Any] = {}
         num_ctx = self.settings.options.get("num_ctx")
         if num_ctx is not None:
             out["num_ctx"] = num_ctx
-        if s.temperature is not None:
-            out["temperature"] = s.temperature
-        if s.top_p is not None:
-            out["top_p"] = s.top_p
-        if s.max_output_tokens is not None:
-            out["num_predict"] = s.max_output_tokens
-        if s.stop:
-            out["stop"] = list(s.stop)
-        if s.seed is not None:
-            out["seed"] = s.seed
-        if s.presence_penalty is not None:
-            out["presence_penalty"] = s.presence_penalty
-        if s.frequency_penalty is not None:
-            out["frequency_penalty"] = s.frequency_penalty
+        fields, _ = request.sampling.wire_fields(
+            {
+                "temperature": "temperature",
+                "top_p": "top_p",
+                "max_output_tokens": "num_predict",
+                "stop": "stop",
+                "seed": "seed",
+                "presence_penalty": "presence_penalty",
+                "frequency_penalty": "frequency_penalty",
+            }
+        )
+        out.update(fields)
         return out
 
     def tools_json(self, request: GenerationRequest, warnings: list[str]) -> list[dict[str, Any]]:

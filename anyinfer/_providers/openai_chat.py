@@ -73,21 +73,18 @@ class OpenAIChatAdapter(HTTPAdapter):
             body["stream"] = True
             if self.stream_usage:
                 body["stream_options"] = {"include_usage": True}
-        s = request.sampling
-        if s.temperature is not None:
-            body["temperature"] = s.temperature
-        if s.top_p is not None:
-            body["top_p"] = s.top_p
-        if s.max_output_tokens is not None:
-            body[self.max_tokens_field] = s.max_output_tokens
-        if s.stop:
-            body["stop"] = list(s.stop)
-        if s.seed is not None:
-            body["seed"] = s.seed
-        if s.presence_penalty is not None:
-            body["presence_penalty"] = s.presence_penalty
-        if s.frequency_penalty is not None:
-            body["frequency_penalty"] = s.frequency_penalty
+        sampling, _ = request.sampling.wire_fields(
+            {
+                "temperature": "temperature",
+                "top_p": "top_p",
+                "max_output_tokens": self.max_tokens_field,
+                "stop": "stop",
+                "seed": "seed",
+                "presence_penalty": "presence_penalty",
+                "frequency_penalty": "frequency_penalty",
+            }
+        )
+        body.update(sampling)
         if request.reasoning is not None:
             body["reasoning_effort"] = request.reasoning
         if request.tools:

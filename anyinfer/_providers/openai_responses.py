@@ -82,6 +82,12 @@ from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 from .openai_chat import OpenAIChatAdapter
 
+_SAMPLING_FIELDS: Mapping[str, str | None] = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "max_output_tokens": "max_output_tokens",
+}
+
 __all__ = ["OpenAIResponsesAdapter"]
 
 INCOMPLETE_REASONS: Mapping[str, str] = {
@@ -183,13 +189,7 @@ class OpenAIResponsesAdapter(HTTPAdapter):
         if request.stream:
             body["stream"] = True
         body["store"] = self.store
-        s = request.sampling
-        if s.max_output_tokens is not None:
-            body["max_output_tokens"] = s.max_output_tokens
-        if s.temperature is not None:
-            body["temperature"] = s.temperature
-        if s.top_p is not None:
-            body["top_p"] = s.top_p
+        body.update(request.sampling.wire_fields(_SAMPLING_FIELDS)[0])
         if request.reasoning is not None:
             reasoning: dict[str, Any] = {"effort": request.reasoning}
             if self.reasoning_summary is not None and request.reasoning != "none":
@@ -264,14 +264,8 @@ class OpenAIResponsesAdapter(HTTPAdapter):
 
     def ignored_sampling(self, request: GenerationRequest) -> list[str]:
         """Warnings for sampling controls this protocol has no field for."""
-        s = request.sampling
-        given = {
-            "stop": bool(s.stop),
-            "seed": s.seed is not None,
-            "presence_penalty": s.presence_penalty is not None,
-            "frequency_penalty": s.frequency_penalty is not None,
-        }
-        names = [n for n, set_ in given.items() if set_ and n not in request.provider_options]
+        _, unsupported = request.sampling.wire_fields(_SAMPLING_FIELDS)
+        names = [n for n in unsupported if n not in request.provider_options]
         return [
             f"{self.instance_id}: the Responses API has no '{name}' parameter; it was not sent "
             "(pass it in provider_options if your endpoint accepts it)"
