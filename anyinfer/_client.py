@@ -642,41 +642,45 @@ class AsyncClient:
         return AsyncStream(
             self._start(
                 messages,
-                target,
-                route,
-                schema,
-                tools,
-                tool_choice,
-                sampling,
-                reasoning,
-                timeout_s,
-                repair,
-                provider_options,
-                metadata,
-                max_response_bytes,
                 wire_stream=True,
+                target=target,
+                route=route,
+                schema=schema,
+                tools=tools,
+                tool_choice=tool_choice,
+                sampling=sampling,
+                reasoning=reasoning,
+                timeout_s=timeout_s,
+                repair=repair,
+                provider_options=provider_options,
+                metadata=metadata,
+                max_response_bytes=max_response_bytes,
             )
         )
 
     def _start(
         self,
         messages: MessagesInput,
-        target: Target | None,
-        route: Route | Target | Sequence[Target] | None,
-        schema: Any | None,
-        tools: Sequence[ToolSpec],
-        tool_choice: ToolChoice,
-        sampling: Sampling | None,
-        reasoning: ReasoningEffort | None,
-        timeout_s: float | None,
-        repair: Any | None,
-        provider_options: Mapping[str, Mapping[str, Any]] | None,
-        metadata: Mapping[str, str] | None,
-        max_response_bytes: int | None,
         *,
         wire_stream: bool,
         retain_raw: bool | None = None,
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        schema: Any | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+        sampling: Sampling | None = None,
+        reasoning: ReasoningEffort | None = None,
+        timeout_s: float | None = None,
+        repair: Any | None = None,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        max_response_bytes: int | None = None,
     ) -> AsyncIterator[StreamEvent]:
+        """Check a call's arguments and return its event stream (nothing is sent yet).
+
+        `stream()`, `generate()` and the `run_tools` rounds all start here; `wire_stream`
+        picks the wire request and `retain_raw` overrides the client's setting."""
         msgs = normalize_messages(messages)
         chosen = self._route_for(target, route)
         targets = tuple(self.resolve(t) for t in chosen.targets)
@@ -1082,57 +1086,26 @@ class AsyncClient:
         """
         source = self._start(
             messages,
-            target,
-            route,
-            schema,
-            tools,
-            tool_choice,
-            sampling,
-            reasoning,
-            timeout_s,
-            repair,
-            provider_options,
-            metadata,
-            max_response_bytes,
             wire_stream=False,
+            target=target,
+            route=route,
+            schema=schema,
+            tools=tools,
+            tool_choice=tool_choice,
+            sampling=sampling,
+            reasoning=reasoning,
+            timeout_s=timeout_s,
+            repair=repair,
+            provider_options=provider_options,
+            metadata=metadata,
+            max_response_bytes=max_response_bytes,
         )
         return await AsyncStream(source).collect()
 
-    async def _tool_round(
-        self,
-        messages: MessagesInput,
-        *,
-        target: Target | None = None,
-        route: Route | Target | Sequence[Target] | None = None,
-        schema: SchemaSpec | SupportsJSONSchema | Mapping[str, Any] | None = None,
-        tools: Sequence[ToolSpec] = (),
-        tool_choice: ToolChoice = "auto",
-        sampling: Sampling | None = None,
-        reasoning: ReasoningEffort | None = None,
-        timeout_s: float | None = None,
-        repair: Repair | None = None,
-        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
-        metadata: Mapping[str, str] | None = None,
-        max_response_bytes: int | None = None,
-    ) -> Generation:
-        """One `run_tools` round: `generate`, keeping the raw payload for the next turn."""
-        source = self._start(
-            messages,
-            target,
-            route,
-            schema,
-            tools,
-            tool_choice,
-            sampling,
-            reasoning,
-            timeout_s,
-            repair,
-            provider_options,
-            metadata,
-            max_response_bytes,
-            wire_stream=False,
-            retain_raw=True,
-        )
+    async def _tool_round(self, messages: MessagesInput, **kwargs: Any) -> Generation:
+        """One `run_tools` round: `generate()` (same arguments), keeping the raw payload
+        for the next turn."""
+        source = self._start(messages, wire_stream=False, retain_raw=True, **kwargs)
         return await AsyncStream(source).collect()
 
     async def run_tools(
