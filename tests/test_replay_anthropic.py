@@ -17,7 +17,6 @@ blocks must survive the round trip to match what the recording sent.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from dataclasses import dataclass, field, replace
@@ -27,11 +26,13 @@ import httpx
 import pytest
 from wire import (
     Interaction,
+    Replay,
     check_events_match_result,
     check_ordering,
     find_wire_dir,
     interactions,
     replay_transport,
+    run_replay,
     sse_frames,
 )
 
@@ -287,14 +288,6 @@ def call_for(recorded: dict[str, Any]) -> Call:
 # --- replaying -------------------------------------------------------------------------------
 
 
-@dataclass
-class Replay:
-    events: list[Any]
-    result: ai.Generation | None
-    error: BaseException | None
-    requests: list[httpx.Request]
-
-
 def _base_url(item: Interaction) -> str:
     url = item.request.url
     return str(url.copy_with(path=url.path[: -len("/messages")], query=None))
@@ -321,25 +314,9 @@ def replay(
         "reasoning": call.reasoning,
         "provider_options": {"anthropic": call.provider_options},
     }
-    events: list[Any] = []
-
-    async def run() -> Replay:
-        result = error = None
-        async with ai.AsyncClient([settings], retain_raw=True) as client:
-            try:
-                if item.request.wants_stream:
-                    async with client.stream(messages or call.messages, **kwargs) as st:
-                        async for event in st:
-                            events.append(event)
-                    result = st.result
-                else:
-                    result = await client.generate(messages or call.messages, **kwargs)
-            except ai.AnyInferError as exc:
-                error = exc
-        transport.assert_all_used()
-        return Replay(events, result, error, transport.requests)
-
-    return asyncio.run(run())
+    return run_replay(
+        item, transport, settings, messages or call.messages, retain_raw=True, **kwargs
+    )
 
 
 # --- checks ----------------------------------------------------------------------------------

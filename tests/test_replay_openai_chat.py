@@ -23,6 +23,7 @@ import httpx
 import pytest
 from wire import (
     Interaction,
+    Replay,
     SSEFrame,
     check_events_match_result,
     check_ordering,
@@ -32,6 +33,7 @@ from wire import (
     load_cassette,
     replay_transport,
     require_wire_dir,
+    run_replay,
     sse_frames,
     sse_json,
 )
@@ -257,16 +259,6 @@ def expected_from(item: Interaction) -> Expected:
 # --- replaying -------------------------------------------------------------------------------
 
 
-@dataclass
-class Replay:
-    """What replaying one interaction produced."""
-
-    events: list[Any]
-    result: ai.Generation | None
-    error: BaseException | None
-    requests: list[httpx.Request]
-
-
 def _base_url(item: Interaction) -> str:
     url = item.request.url
     path = url.path[: -len("/chat/completions")]
@@ -280,27 +272,9 @@ def replay(item: Interaction, *, chunk_size: int | None = None) -> Replay:
     settings = ai.ProviderSettings(
         "openai", api_key="sk-replay", base_url=_base_url(item), transport=transport
     )
-    events: list[Any] = []
     # One recorded exchange, one request: no retries, the adapter alone is under test.
     route = ai.Route(f"openai:{model}", retry=ai.RetryPolicy(max_retries=0))
-
-    async def run() -> Replay:
-        result = error = None
-        async with ai.AsyncClient([settings]) as client:
-            try:
-                if item.request.wants_stream:
-                    async with client.stream("Hi", route=route) as st:
-                        async for event in st:
-                            events.append(event)
-                    result = st.result
-                else:
-                    result = await client.generate("Hi", route=route)
-            except ai.AnyInferError as exc:
-                error = exc
-        transport.assert_all_used()
-        return Replay(events, result, error, transport.requests)
-
-    return asyncio.run(run())
+    return run_replay(item, transport, settings, route=route)
 
 
 # --- checks ----------------------------------------------------------------------------------

@@ -11,10 +11,8 @@ Azure route and `api-version`).
 
 from __future__ import annotations
 
-import asyncio
 import json
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -27,7 +25,14 @@ from test_replay_openai_chat import (
     _usage_seen,
     expected_from,
 )
-from wire import Interaction, check_events_match_result, check_ordering, replay_transport
+from wire import (
+    Interaction,
+    Replay,
+    check_events_match_result,
+    check_ordering,
+    replay_transport,
+    run_replay,
+)
 
 import anyinfer as ai
 from anyinfer._providers.openai_compat import ENGINE_QUIRKS
@@ -53,14 +58,6 @@ AZURE = [i for i in CHAT if _is_azure(i)]
 
 def engine_of(item: Interaction) -> str:
     return ENGINES.get(item.request.url.host or "", "openai-compat")
-
-
-@dataclass
-class Replay:
-    events: list[Any]
-    result: ai.Generation | None
-    error: BaseException | None
-    requests: list[httpx.Request]
 
 
 def _compat_settings(item: Interaction, transport: httpx.AsyncBaseTransport) -> ai.ProviderSettings:
@@ -95,25 +92,7 @@ def replay(item: Interaction, *, chunk_size: int | None = None) -> Replay:
         s = _compat_settings(item, transport)
         model = (item.request.json or {}).get("model") or "recorded-model"
     route = ai.Route(f"{s.provider_id}:{model}", retry=ai.RetryPolicy(max_retries=0))
-    events: list[Any] = []
-
-    async def run() -> Replay:
-        result = error = None
-        async with ai.AsyncClient([s]) as client:
-            try:
-                if item.request.wants_stream:
-                    async with client.stream("Hi", route=route) as st:
-                        async for event in st:
-                            events.append(event)
-                    result = st.result
-                else:
-                    result = await client.generate("Hi", route=route)
-            except ai.AnyInferError as exc:
-                error = exc
-        transport.assert_all_used()
-        return Replay(events, result, error, transport.requests)
-
-    return asyncio.run(run())
+    return run_replay(item, transport, s, route=route)
 
 
 def check_request(item: Interaction, sent: list[httpx.Request]) -> None:

@@ -14,7 +14,6 @@ event-stream grammar); non-streamed ones through `AsyncClient.generate`.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from dataclasses import dataclass, field, replace
@@ -24,11 +23,13 @@ import httpx
 import pytest
 from wire import (
     Interaction,
+    Replay,
     check_events_match_result,
     check_ordering,
     find_wire_dir,
     interactions,
     replay_transport,
+    run_replay,
     sse_json,
 )
 
@@ -246,14 +247,6 @@ def expected_from(item: Interaction) -> Expected:
 # --- replaying -------------------------------------------------------------------------------
 
 
-@dataclass
-class Replay:
-    events: list[Any]
-    result: ai.Generation | None
-    error: BaseException | None
-    requests: list[httpx.Request]
-
-
 def _base_url(item: Interaction) -> str:
     url = item.request.url
     path = url.path[: -len("/responses")]
@@ -267,26 +260,8 @@ def replay(item: Interaction, *, chunk_size: int | None = None) -> Replay:
     settings = ai.ProviderSettings(
         PID, api_key="sk-replay", base_url=_base_url(item), transport=transport
     )
-    events: list[Any] = []
     route = ai.Route(f"{PID}:{model}", retry=ai.RetryPolicy(max_retries=0))
-
-    async def run() -> Replay:
-        result = error = None
-        async with ai.AsyncClient([settings]) as client:
-            try:
-                if item.request.wants_stream:
-                    async with client.stream("Hi", route=route) as st:
-                        async for event in st:
-                            events.append(event)
-                    result = st.result
-                else:
-                    result = await client.generate("Hi", route=route)
-            except ai.AnyInferError as exc:
-                error = exc
-        transport.assert_all_used()
-        return Replay(events, result, error, transport.requests)
-
-    return asyncio.run(run())
+    return run_replay(item, transport, settings, route=route)
 
 
 def check_request(item: Interaction, sent: list[httpx.Request]) -> None:

@@ -600,3 +600,50 @@ def check_events_match_result(events: list[Any], result: ai.Generation) -> None:
         if isinstance(e, ai.UsageUpdate):
             merged = merged.merge(e.usage)
     assert merged.normalized() == dataclasses.replace(result.usage, cost_usd=None)
+
+
+@dataclass
+class Replay:
+    """What replaying one interaction through the client produced."""
+
+    events: list[Any]
+    result: ai.Generation | None
+    error: BaseException | None
+    requests: list[httpx.Request]
+
+
+def run_replay(
+    item: Interaction,
+    transport: ReplayTransport,
+    settings: ai.ProviderSettings,
+    messages: ai.MessagesInput = "Hi",
+    *,
+    retain_raw: bool = False,
+    **kwargs: Any,
+) -> Replay:
+    """Call the client the way the recording was made (streamed or not) and collect it.
+
+    Typed errors are captured in `Replay.error`; the transport must have served its
+    recording exactly once.
+    """
+    import asyncio
+
+    events: list[Any] = []
+
+    async def run() -> Replay:
+        result = error = None
+        async with ai.AsyncClient([settings], retain_raw=retain_raw) as client:
+            try:
+                if item.request.wants_stream:
+                    async with client.stream(messages, **kwargs) as st:
+                        async for event in st:
+                            events.append(event)
+                    result = st.result
+                else:
+                    result = await client.generate(messages, **kwargs)
+            except ai.AnyInferError as exc:
+                error = exc
+        transport.assert_all_used()
+        return Replay(events, result, error, transport.requests)
+
+    return asyncio.run(run())
