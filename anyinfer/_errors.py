@@ -115,6 +115,7 @@ class AnyInferError(Exception):
             retryable=self.retryable,
             http_status=self.http_status,
             detail=self.message[:DETAIL_MAX_CHARS],
+            retry_after=getattr(self, "retry_after", None),
         )
 
 

@@ -192,6 +192,8 @@ class ErrorInfo:
         http_status: Status code, for failures that came from an HTTP response.
         detail: Human-readable description, already redacted and capped at
             `DETAIL_MAX_CHARS` characters.
+        retry_after: Seconds the provider asked to wait (`Retry-After`), when it said;
+            an addition to the spec's fields, defaulted so the spec's constructor works.
     """
 
     type_name: str
@@ -200,6 +202,7 @@ class ErrorInfo:
     retryable: bool
     http_status: int | None
     detail: str
+    retry_after: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

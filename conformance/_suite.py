@@ -110,6 +110,22 @@ def test_stream_cuts(
     )
 
 
+@pytest.mark.anyinfer_conformance(covers=(G1, G2, G3, G4, FAILURE_FLUSH, ERROR_TYPE))
+def test_hostile(
+    anyinfer_harness: Harness,
+    anyinfer_hostile_scripts: SearchStrategy[Script],
+    anyinfer_examples: int,
+) -> None:
+    """Hostile-world scripts (odd or malformed shapes): grammar, nothing lost, typed errors,
+    no hang; agreement with the script is not asked of them."""
+    anyinfer_harness.check_property(
+        anyinfer_hostile_scripts,
+        modes=("async-stream", "sync-stream", "async-generate"),
+        max_examples=anyinfer_examples,
+        robust=True,
+    )
+
+
 @pytest.mark.anyinfer_conformance(covers=STREAM)
 def test_loopback(
     anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int

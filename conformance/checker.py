@@ -47,6 +47,7 @@ __all__ = [
     "GUARANTEES",
     "ONE_REQUEST",
     "RESULT_AGREEMENT",
+    "ROBUST",
     "SHORT_NAMES",
     "STATUS_ERRORS",
     "TRAILING_USAGE",
@@ -116,6 +117,11 @@ GUARANTEES: tuple[str, ...] = (
 )
 """Every guarantee id, in report order."""
 
+ROBUST: frozenset[str] = frozenset({G1, G2, G3, G4, FAILURE_FLUSH, ERROR_TYPE, ONE_REQUEST})
+"""The guarantees judged on hostile-world scripts: the grammar, nothing lost before a
+failure, and a typed error (any `AnyInferError`) rather than an escaped exception or a
+hang. Agreement with the script is for wire-realistic scripts only."""
+
 STATUS_ERRORS: dict[int, str] = {
     400: "ProviderError",
     401: "AuthenticationError",
@@ -140,7 +146,7 @@ _KNOWN_FINISH = frozenset({"stop", "length", "tool_calls", "content_filter", "ot
 _USAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ScriptUsage))
 _CONTENT = (TextDelta, ReasoningDelta, ToolCallDelta)
 
-Ending = Literal["eof", "disconnect", "malformed", "stall", "status"]
+Ending = Literal["eof", "disconnect", "malformed", "stall", "status", "provider_error", "bomb"]
 
 
 class FromScript(Enum):
@@ -196,6 +202,7 @@ class Expectation:
         ending: How the response ends: `eof` (as scripted), or the fault's kind.
         error_types: Acceptable error class names when the generation fails.
         http_status: The status a `status` fault answers with.
+        retry_after: The `Retry-After` seconds the error must carry, when sent.
         cut: A short description of where and how the response was cut.
     """
 
@@ -210,6 +217,7 @@ class Expectation:
     ending: Ending
     error_types: frozenset[str] = frozenset()
     http_status: int | None = None
+    retry_after: float | None = None
     cut: str = ""
     text: str = ""
     reasoning: str = ""
@@ -293,6 +301,7 @@ def expect(
     *,
     streamed: bool,
     finish_reason: str | FromScript | None = FROM_SCRIPT,
+    in_stream_error_types: frozenset[str] | None = None,
 ) -> Expectation:
     """Decide what a consumer must observe when `rendered` is served with `script`'s fault.
 
@@ -304,12 +313,18 @@ def expect(
         finish_reason: The finish reason a faithful adapter reports, before
             normalizing, when the protocol cannot say the script's own (a dialect's
             `expected_finish_reason(script)`); `FROM_SCRIPT` means the script's own.
+        in_stream_error_types: For a streamed `provider_error`, the error classes a
+            faithful adapter raises for the dialect's error frame (a dialect's
+            `in_stream_error_types(fault)`); `None` expects what the same status and
+            code raise as an HTTP error.
 
     Returns:
         The expectation.
     """
     fault = script.fault
-    if fault is not None and fault.kind == "status":
+    if fault is not None and (
+        fault.kind == "status" or (fault.kind == "provider_error" and not streamed)
+    ):
         return Expectation(
             streamed=streamed,
             succeeds=False,
@@ -322,6 +337,7 @@ def expect(
             ending="status",
             error_types=frozenset({_status_error(fault.status, fault.code)}),
             http_status=fault.status,
+            retry_after=fault.retry_after if fault.kind == "status" else None,
             cut=f"HTTP {fault.status} instead of a response",
         )
     frames = rendered.frames
@@ -339,6 +355,13 @@ def expect(
             cut = f"a disconnect before frame {upto}{part}"
         elif fault.kind == "malformed":
             cut = f"a malformed frame inserted before frame {at}"
+        elif fault.kind == "provider_error":
+            finish_at = next((i for i, f in enumerate(frames) if f.finish), None)
+            at = upto = at if finish_at is None else min(at, finish_at)
+            cut = f"an in-stream provider error ({fault.code or fault.status}) before frame {at}"
+        elif fault.kind == "bomb":
+            upto = 0
+            cut = "a compression bomb instead of the body"
         else:
             cut = f"a stall before frame {at}"
     delivered: list[int] = []
@@ -367,17 +390,29 @@ def expect(
     if script.usage is not None:
         for name in sorted(usage_fields):
             value = getattr(script.usage, name, None)
+            # A running count reports less than the final figure until its last frame.
+            for f in got:
+                if name in f.usage:
+                    value = dict(f.usage_values).get(name, getattr(script.usage, name, None))
             if isinstance(value, int):
                 usage[name] = value
     trailing = frozenset(usage_fields - early)
 
     # One whole body: anything but a clean, complete body fails before content shows.
     succeeds = (sentinel or finish) if streamed else fault is None
+    if ending in ("provider_error", "bomb"):
+        succeeds = False
     if succeeds and not streamed:
         sentinel = True
     error_types: frozenset[str] = frozenset()
     if not succeeds:
-        if ending == "malformed":
+        if ending == "provider_error" and fault is not None:
+            error_types = in_stream_error_types or frozenset(
+                {_status_error(fault.status, fault.code)}
+            )
+        elif ending == "bomb":
+            error_types = frozenset({"ProtocolError", "ResponseTooLargeError"})
+        elif ending == "malformed":
             error_types = frozenset({"ProtocolError"})
         elif ending == "stall":
             error_types = frozenset({"ProviderTimeoutError"})
@@ -605,6 +640,7 @@ def check(
     *,
     streamed: bool,
     finish_reason: str | FromScript | None = FROM_SCRIPT,
+    in_stream_error_types: frozenset[str] | None = None,
 ) -> list[Violation]:
     """Check one run against everything the script implies.
 
@@ -616,11 +652,18 @@ def check(
         streamed: Whether the wire response was streamed (`stream()`), as opposed to
             a whole body (`generate()`).
         finish_reason: As for `expect`.
+        in_stream_error_types: As for `expect`.
 
     Returns:
         Every violation found, grouped by guarantee in `GUARANTEES` order.
     """
-    exp = expect(script, rendered, streamed=streamed, finish_reason=finish_reason)
+    exp = expect(
+        script,
+        rendered,
+        streamed=streamed,
+        finish_reason=finish_reason,
+        in_stream_error_types=in_stream_error_types,
+    )
     events = observation.events
     error = observation.error
     result = observation.result
@@ -765,7 +808,7 @@ def _check_failure(exp: Expectation, obs: Observation) -> list[Violation]:
         got = "it succeeded"
         if obs.result is not None:
             got += f" with text {obs.result.text!r}, finish_reason {obs.result.finish_reason!r}"
-        if exp.ending in ("status", "malformed", "stall"):
+        if exp.ending in ("status", "malformed", "stall", "provider_error", "bomb"):
             wanted = "/".join(sorted(exp.error_types))
             out.append(Violation(ERROR_TYPE, f"{exp.cut} must raise {wanted}; {got}"))
         else:
@@ -828,6 +871,14 @@ def _check_failure(exp: Expectation, obs: Observation) -> list[Violation]:
                             ERROR_TYPE,
                             f"the attempt error has http_status={last.http_status!r}, "
                             f"expected {exp.http_status}",
+                        )
+                    )
+                if exp.retry_after is not None and last.retry_after != exp.retry_after:
+                    out.append(
+                        Violation(
+                            ERROR_TYPE,
+                            f"the server sent Retry-After: {exp.retry_after:g}; the attempt's "
+                            f"ErrorInfo.retry_after is {last.retry_after!r}",
                         )
                     )
             if events is not None and not (events and isinstance(events[-1], AttemptFailed)):

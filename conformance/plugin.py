@@ -224,11 +224,30 @@ def anyinfer_examples(pytestconfig: pytest.Config) -> int:
 
 
 @pytest.fixture
-def anyinfer_scripts(anyinfer_adapter: AdapterEntry) -> SearchStrategy[Script]:
-    """The scripts the properties draw (override to narrow them for an adapter)."""
-    from .strategies import scripts
+def anyinfer_scripts(
+    anyinfer_adapter: AdapterEntry, anyinfer_conformance_registry: ConformanceRegistry
+) -> SearchStrategy[Script]:
+    """The wire-realistic scripts the agreement properties draw (override to narrow them).
 
-    return scripts()
+    `conformance.strategies.realistic_scripts` for the adapter's dialect: only what the
+    real provider could send.
+    """
+    from .strategies import realistic_scripts
+
+    return realistic_scripts(anyinfer_conformance_registry.dialect(anyinfer_adapter.dialect))
+
+
+@pytest.fixture
+def anyinfer_hostile_scripts(
+    anyinfer_adapter: AdapterEntry, anyinfer_conformance_registry: ConformanceRegistry
+) -> SearchStrategy[Script]:
+    """The hostile-world scripts the robustness property draws (override to narrow them).
+
+    `conformance.strategies.hostile_scripts` for the adapter's dialect.
+    """
+    from .strategies import hostile_scripts
+
+    return hostile_scripts(anyinfer_conformance_registry.dialect(anyinfer_adapter.dialect))
 
 
 @pytest.fixture(scope="session")

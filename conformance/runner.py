@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import traceback
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -42,8 +43,10 @@ from fakeservers import (
 
 from .checker import (
     EARLY_EXIT,
+    ERROR_TYPE,
     FROM_SCRIPT,
     ONE_REQUEST,
+    ROBUST,
     FromScript,
     Observation,
     Violation,
@@ -66,9 +69,11 @@ __all__ = [
     "ConformanceFailure",
     "Harness",
     "Mode",
+    "NotReached",
     "Run",
     "Via",
     "failure_class",
+    "property_seed",
     "script_repr",
 ]
 
@@ -192,13 +197,69 @@ class ConformanceFailure(AssertionError):
         script: Script,
         run: Run | None,
         dialect: Dialect,
+        shrinking: bool | None = None,
     ) -> ConformanceFailure:
-        """A failure of the class for its first guarantee, with its report rendered."""
-        report = _render_report(entry, mode, via, violations, script, run, dialect)
+        """A failure of the class for its first guarantee, with its report rendered.
+
+        Args:
+            shrinking: Whether Hypothesis shrinks the script before reporting it (`None`:
+                the script was served directly, not drawn).
+        """
+        report = _render_report(
+            entry, mode, via, violations, script, run, dialect, shrinking=shrinking
+        )
         kind = failure_class(violations[0].guarantee) if violations else cls
         return kind(
             report, adapter=entry.name, mode=mode, via=via, violations=violations, script=script
         )
+
+
+class NotReached(ConformanceFailure):
+    """A check that could not be made: the attempt failed before what it checks.
+
+    The early-exit check, for one, needs a first content delta to leave the stream
+    after; an attempt that fails or ends before one never gets there. Such a failure
+    names no broken guarantee (`guarantees` is empty), so the matrix shows `-` (not
+    reached) for the guarantee, not `FAIL`: the tests of the other guarantees report
+    what did break.
+
+    Attributes:
+        unreached: The guarantee that could not be checked.
+        reason: Why it could not.
+    """
+
+    unreached: str
+    reason: str
+
+    @classmethod
+    def before(
+        cls,
+        unreached: str,
+        reason: str,
+        *,
+        entry: AdapterEntry,
+        mode: str,
+        via: str,
+        script: Script,
+        run: Run | None,
+        dialect: Dialect,
+        shrinking: bool | None = None,
+    ) -> NotReached:
+        """The failure for `unreached`, with its report rendered."""
+        report = _render_report(
+            entry,
+            mode,
+            via,
+            (),
+            script,
+            run,
+            dialect,
+            shrinking=shrinking,
+            not_reached=(unreached, reason),
+        )
+        failure = cls(report, adapter=entry.name, mode=mode, via=via, script=script)
+        failure.unreached, failure.reason = unreached, reason
+        return failure
 
 
 _FAILURE_CLASSES: dict[str, type[ConformanceFailure]] = {}
@@ -272,6 +333,13 @@ def _frame_lines(rendered: Rendered, script: Script, streamed: bool) -> list[str
     return lines
 
 
+_SCRIPT_ORIGIN: dict[bool | None, str] = {
+    None: "",
+    True: " (minimal: shrunk by Hypothesis)",
+    False: " (as drawn, not minimal: the Hypothesis profile leaves out Phase.shrink)",
+}
+
+
 def _render_report(
     entry: AdapterEntry,
     mode: str,
@@ -280,16 +348,28 @@ def _render_report(
     script: Script,
     run: Run | None,
     dialect: Dialect,
+    *,
+    shrinking: bool | None = None,
+    not_reached: tuple[str, str] | None = None,
 ) -> str:
     path = _PATHS.get(mode, mode)  # type: ignore[call-overload]
     where = "FakeTransport (httpx, in-process)" if via == "transport" else "FakeServer (loopback)"
-    guarantees = ", ".join(dict.fromkeys(v.guarantee for v in violations))
-    lines = [
-        f"anyinfer conformance: adapter {entry.describe()} broke {guarantees}",
-        f"  path: {path} over {where}",
-        "  violations:",
-        *(f"    - {v}" for v in violations),
-    ]
+    if not_reached is not None:
+        unreached, reason = not_reached
+        lines = [
+            f"anyinfer conformance: adapter {entry.describe()} did not reach {unreached}",
+            f"  path: {path} over {where}",
+            f"  not reached: {reason}",
+            "  (not a failure of that guarantee: the other tests report what broke)",
+        ]
+    else:
+        guarantees = ", ".join(dict.fromkeys(v.guarantee for v in violations))
+        lines = [
+            f"anyinfer conformance: adapter {entry.describe()} broke {guarantees}",
+            f"  path: {path} over {where}",
+            "  violations:",
+            *(f"    - {v}" for v in violations),
+        ]
     if run is not None:
         obs = run.observation
         if obs.error is not None:
@@ -310,7 +390,7 @@ def _render_report(
             lines += ["    " + ln for ln in format_events(obs.events)] or ["    (none)"]
         else:
             lines.append("  events: (generate() exposes none)")
-    lines.append("  script (minimal once Hypothesis has shrunk it):")
+    lines.append(f"  script{_SCRIPT_ORIGIN[shrinking]}:")
     lines.append(f"    {script_repr(script)}")
     if run is not None and (script.fault is None or script.fault.kind != "status"):
         form = "streamed" if run.streamed else "whole body"
@@ -360,6 +440,8 @@ class Harness:
         self._server_factory = server_factory or _default_server
         self._providers = ai.ProviderRegistry(builtins=False, entry_points=False)
         self._providers.register(entry.name, entry.resolve_class())
+        # While a property runs: whether Hypothesis shrinks the scripts it reports.
+        self._shrinking: bool | None = None
 
     # --- clients -------------------------------------------------------------------
 
@@ -521,19 +603,39 @@ class Harness:
         shared.server = self._server_factory(self.dialect, lambda request: shared.script)
         return shared
 
-    def violations(self, script: Script, run: Run) -> list[Violation]:
-        """Every guarantee `run` broke for `script`."""
+    def violations(self, script: Script, run: Run, *, robust: bool = False) -> list[Violation]:
+        """Every guarantee `run` broke for `script`.
+
+        Args:
+            script: The script served.
+            run: What came of it.
+            robust: Judge a hostile-world script: only the guarantees that must hold
+                whatever the provider sends (`ROBUST`) count, and any typed
+                `AnyInferError` is an acceptable failure.
+        """
         if run.exchange_problems or isinstance(run.observation.error, UnexpectedRequestError):
             return [Violation(ONE_REQUEST, p) for p in run.exchange_problems] or [
                 Violation(ONE_REQUEST, str(run.observation.error))
             ]
-        return check(
+        fault = script.fault
+        found = check(
             script,
             run.rendered,
             run.observation,
             streamed=run.streamed,
             finish_reason=self.expected_finish_reason(script),
+            in_stream_error_types=(
+                self.dialect.in_stream_error_types(fault)
+                if fault is not None and fault.kind == "provider_error"
+                else None
+            ),
         )
+        if not robust:
+            return found
+        typed = run.observation.error is None or isinstance(run.observation.error, ai.AnyInferError)
+        return [
+            v for v in found if v.guarantee in ROBUST and not (typed and v.guarantee == ERROR_TYPE)
+        ]
 
     def expected_finish_reason(self, script: Script) -> str | FromScript | None:
         """What a faithful adapter reports as the finish reason, before normalizing.
@@ -556,8 +658,17 @@ class Harness:
         via: Via = "transport",
         runner: asyncio.Runner | None = None,
         server: SharedServer | None = None,
+        robust: bool = False,
     ) -> Run:
         """Run `script` and raise if any guarantee broke.
+
+        Args:
+            script: The script.
+            mode: The client path.
+            via: `transport` (in-process) or `server` (loopback socket).
+            runner: An asyncio runner to reuse for async modes.
+            server: A running shared server to use for `via="server"`.
+            robust: Judge it as a hostile-world script (see `violations`).
 
         Returns:
             The run, when every guarantee held.
@@ -566,7 +677,7 @@ class Harness:
             ConformanceFailure: A subclass named after the first broken guarantee.
         """
         run = self.run(script, mode, via=via, runner=runner, server=server)
-        found = self.violations(script, run)
+        found = self.violations(script, run, robust=robust)
         if found:
             raise ConformanceFailure.build(
                 entry=self.entry,
@@ -576,6 +687,7 @@ class Harness:
                 script=script,
                 run=run,
                 dialect=self.dialect,
+                shrinking=self._shrinking,
             )
         return run
 
@@ -702,12 +814,15 @@ class Harness:
         modes: Sequence[Mode],
         via: Via = "transport",
         max_examples: int,
+        robust: bool = False,
     ) -> None:
         """Run a Hypothesis property: every drawn script, through a drawn mode, conforms.
 
         Args:
             strategy: Scripts to draw.
             modes: Client paths to draw from.
+            robust: The scripts are hostile-world ones: check robustness only (see
+                `violations`).
             via: How the fake provider is reached.
             max_examples: Examples to run.
 
@@ -736,7 +851,7 @@ class Harness:
             )
             @given(script=strategy, mode=st.sampled_from(tuple(modes)))
             def conformance_property(script: Script, mode: Mode) -> None:
-                self.verify(script, mode, via=via, runner=runner, server=server)
+                self.verify(script, mode, via=via, runner=runner, server=server, robust=robust)
 
             conformance_property()
 

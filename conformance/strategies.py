@@ -32,10 +32,11 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
-from fakeservers import Dialect, Frame
+from fakeservers import Dialect, Frame, WireProfile
 from fakeservers._script import (
     Fault,
     FaultKind,
+    LineEnding,
     Piece,
     Reasoning,
     Script,
@@ -46,20 +47,26 @@ from fakeservers._script import (
 )
 
 __all__ = [
+    "DOCUMENTED_STATUSES",
     "ERROR_STATUSES",
     "FAULT_KINDS",
     "KNOWN_FINISH_REASONS",
+    "LINE_ENDINGS",
     "MULTIBYTE_SAMPLES",
     "USAGE_PLACEMENTS",
+    "WORLDS",
     "cut_scripts",
     "fault_or_none",
     "flush_scripts",
     "faults",
+    "hostile_scripts",
     "finish_reasons",
     "invented_finish_reasons",
     "keepalive_positions",
     "pieces",
     "read_sizes",
+    "realistic_faults",
+    "realistic_scripts",
     "reasonings",
     "scripts",
     "sentinels",
@@ -82,7 +89,13 @@ ERROR_STATUSES: tuple[int, ...] = (400, 401, 403, 404, 408, 429, 500, 503)
 FAULT_KINDS: tuple[FaultKind, ...] = ("disconnect", "malformed", "stall", "status")
 """Every fault kind a script can carry."""
 
-USAGE_PLACEMENTS: tuple[UsagePlacement, ...] = ("trailing", "finish", "split", "none")
+USAGE_PLACEMENTS: tuple[UsagePlacement, ...] = (
+    "trailing",
+    "finish",
+    "split",
+    "cumulative",
+    "none",
+)
 """Every place a protocol may put usage; `trailing` first so failures shrink to it."""
 
 MULTIBYTE_SAMPLES: tuple[str, ...] = (
@@ -765,3 +778,208 @@ def flush_scripts(
         return draw(_cut_at(script, frames, [0], chosen))
 
     return build()
+
+
+# --- the two script worlds -----------------------------------------------------------
+
+DOCUMENTED_STATUSES: tuple[int, ...] = (
+    400,
+    401,
+    403,
+    404,
+    408,
+    409,
+    413,
+    422,
+    429,
+    500,
+    502,
+    503,
+    504,
+    529,
+)
+"""Every HTTP error status the error taxonomy documents; the realistic world draws them."""
+
+LINE_ENDINGS: tuple[LineEnding, ...] = ("lf", "crlf", "cr")
+"""Every line terminator a streamed body may use."""
+
+WORLDS: tuple[str, ...] = ("realistic", "hostile")
+"""The two script worlds: what real providers send, and odd or malformed shapes."""
+
+
+@st.composite
+def _realistic_usage(draw: st.DrawFn, profile: WireProfile) -> ScriptUsage:
+    count = st.integers(0, 100_000)
+    values: dict[str, int | None] = {name: draw(count) for name in profile.usage_fields}
+    for name in profile.optional_usage_fields:
+        values[name] = draw(st.one_of(st.none(), count))
+    return ScriptUsage(**values)
+
+
+def _sequential_calls(
+    max_calls: int, max_fragments: int
+) -> SearchStrategy[tuple[ToolFragment, ...]]:
+    """Tool calls as real providers stream them: slot 0 first, each call's fragments
+    together, an id and a name on every call's first fragment."""
+    ids = st.text(_CALL_ID_ALPHABET, min_size=8, max_size=24).map(lambda s: "call_" + s)
+
+    @st.composite
+    def build(draw: st.DrawFn) -> tuple[ToolFragment, ...]:
+        count = draw(st.integers(0, max_calls))
+        seen: set[str] = set()
+        out: list[ToolFragment] = []
+        for index in range(count):
+            call_id = draw(ids.filter(lambda i: i not in seen))
+            seen.add(call_id)
+            out.extend(
+                draw(
+                    _one_call(
+                        index, _tool_names(), tool_arguments(), st.just(call_id), max_fragments
+                    )
+                )
+            )
+        return tuple(out)
+
+    return build()
+
+
+def realistic_faults(dialect: Dialect | str) -> SearchStrategy[Fault]:
+    """Faults real traffic has, in `dialect`'s own shapes.
+
+    Every documented error status (429 with or without `Retry-After`), connections
+    dropped mid-body, stalls, and the errors the provider reports inside a 200 stream
+    (`WireProfile.in_stream_errors`). Malformed frames and compression bombs belong to
+    the hostile world.
+
+    Args:
+        dialect: The dialect (or its registered name).
+    """
+    d = _resolve(dialect)
+    branches: list[SearchStrategy[Fault]] = [
+        faults(
+            kinds=("disconnect", "stall", "status"),
+            statuses=st.sampled_from(DOCUMENTED_STATUSES),
+        )
+    ]
+    errors = d.profile.in_stream_errors
+    if errors:
+        branches.append(
+            st.builds(
+                lambda e, at: Fault(
+                    "provider_error", at=at, status=e.status, code=e.code, message=e.message
+                ),
+                st.sampled_from(errors),
+                st.integers(0, 24),
+            )
+        )
+    return st.one_of(branches)
+
+
+def realistic_scripts(
+    dialect: Dialect | str,
+    *,
+    fault: SearchStrategy[Fault | None] | None = None,
+    read_sizes: SearchStrategy[tuple[int, ...]] | None = None,
+    max_text: int = 4,
+    max_reasoning: int = 2,
+    max_fragments: int = 3,
+) -> SearchStrategy[Script]:
+    """The wire-realistic world: scripts the real provider behind `dialect` could send.
+
+    The dialect's `WireProfile` decides: usage where that provider puts it, with the
+    fields it always reports; reasoning only where the protocol streams it; tool calls
+    in slot order with ids and names, each call's fragments together; keep-alives only
+    where the provider sends them; the sentinel always sent; the finish reason
+    `tool_calls` when there are calls. Faults are `realistic_faults`. Every agreement
+    property of the conformance suite draws from here.
+
+    Args:
+        dialect: The dialect (or its registered name) that will serve the scripts.
+        fault: Override the fault strategy (`st.none()` for fault-free scripts).
+        read_sizes: Override how bodies are cut into reads (`read_sizes()`).
+        max_text: Most text pieces.
+        max_reasoning: Most reasoning pieces (ignored when the protocol has none).
+        max_fragments: Most argument fragments per tool call.
+
+    Raises:
+        InvalidArgument: For an unknown dialect or bad limits.
+    """
+    d = _resolve(dialect)
+    profile = d.profile
+    _require_sizes("text", 0, max_text)
+    _require_sizes("reasoning", 0, max_reasoning)
+    fault_ = _or(fault, "fault", lambda: st.one_of(st.none(), realistic_faults(d)))
+    reads = _or(read_sizes, "read_sizes", _default_read_sizes)
+    placements = profile.usage_placements
+    with_usage = tuple(p for p in placements if p != "none")
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Script:
+        reasoning = (
+            draw(st.lists(reasonings(), max_size=max_reasoning)) if profile.reasoning else []
+        )
+        calls = draw(_sequential_calls(profile.max_tool_calls, max_fragments))
+        text_max = max_text if profile.text_with_tools or not calls else 0
+        text = draw(st.lists(texts(), min_size=0 if calls else 1, max_size=text_max))
+        if calls:
+            reason: str | None = "tool_calls"
+        else:
+            reason = draw(
+                st.one_of(
+                    st.sampled_from(("stop", "stop", "length", "content_filter")),
+                    invented_finish_reasons(),
+                )
+            )
+        placement = draw(st.sampled_from(placements))
+        usage = draw(_realistic_usage(profile)) if placement != "none" and with_usage else None
+        keepalives = draw(keepalive_positions()) if profile.keepalives else ()
+        return Script(
+            pieces=(*reasoning, *text, *calls),
+            finish_reason=reason,
+            usage=usage,
+            usage_placement=placement,
+            keepalives=keepalives,
+            read_sizes=draw(reads),
+            sentinel=True,
+            fault=draw(fault_),
+            line_ending=draw(st.sampled_from(profile.line_endings)),
+        )
+
+    return build()
+
+
+def hostile_scripts(dialect: Dialect | str) -> SearchStrategy[Script]:
+    """The hostile world: odd but legal, or malformed, shapes no profile promises.
+
+    Everything `scripts()` draws (interleaved tool slots, missing ids, keep-alives
+    anywhere, usage in any placement, no sentinel, no finish reason, malformed frames),
+    plus `\\r\\n` and bare `\\r` line ends, `data:` payloads split over several lines,
+    in-stream errors at any point and compression bombs. The conformance suite judges
+    these for robustness only (`conformance.checker.ROBUST`): the grammar, nothing
+    lost, typed errors, no hang.
+
+    Args:
+        dialect: The dialect (or its registered name) that will serve the scripts.
+    """
+    d = _resolve(dialect)
+    kinds: list[FaultKind] = ["disconnect", "malformed", "stall", "status"]
+    base_faults: list[SearchStrategy[Fault | None]] = [
+        st.none(),
+        faults(kinds=kinds, statuses=st.sampled_from(DOCUMENTED_STATUSES)),
+    ]
+    if d.error_frame(Fault("provider_error", status=500)) is not None:
+        base_faults.append(
+            st.builds(
+                lambda status, at: Fault("provider_error", at=at, status=status),
+                st.sampled_from(DOCUMENTED_STATUSES),
+                st.integers(0, 24),
+            )
+        )
+    return st.builds(
+        lambda script, ending, multiline: replace(
+            script, line_ending=ending, multiline_data=multiline
+        ),
+        scripts(fault=st.one_of(base_faults)),
+        st.sampled_from(LINE_ENDINGS),
+        st.booleans(),
+    )

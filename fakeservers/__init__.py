@@ -18,11 +18,12 @@ the script's read sizes and broken by its fault; and a server carries the plan o
 
 from __future__ import annotations
 
-from ._plan import Action, Disconnect, Stall, Write, plan
+from ._plan import Action, Disconnect, Stall, Write, error_answer, plan, provider_error_at
 from ._script import (
     Fault,
     FaultKind,
     Frame,
+    LineEnding,
     Piece,
     Reasoning,
     Rendered,
@@ -41,10 +42,12 @@ from .dialects import (
     Dialect,
     GeminiDialect,
     GeminiJSONArrayDialect,
+    InStreamError,
     LlamaCppDialect,
     OllamaDialect,
     OpenAIChatDialect,
     OpenAIResponsesDialect,
+    WireProfile,
     dialect_names,
     get_dialect,
     register_dialect,
@@ -61,6 +64,8 @@ __all__ = [
     "Fault",
     "FaultKind",
     "Frame",
+    "InStreamError",
+    "LineEnding",
     "GeminiDialect",
     "GeminiJSONArrayDialect",
     "LlamaCppDialect",
@@ -78,9 +83,12 @@ __all__ = [
     "ToolFragment",
     "UnexpectedRequestError",
     "UsagePlacement",
+    "WireProfile",
     "Write",
     "dialect_names",
+    "error_answer",
     "get_dialect",
     "plan",
+    "provider_error_at",
     "register_dialect",
 ]

@@ -7,11 +7,15 @@ out the same way, so a script behaves identically in-process and over a socket.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from ._script import Rendered, Script
+from ._script import Fault, Rendered, Script
 
-__all__ = ["Action", "Disconnect", "Stall", "Write", "plan"]
+if TYPE_CHECKING:
+    from .dialects import Dialect
+
+__all__ = ["Action", "Disconnect", "Stall", "Write", "error_answer", "plan", "provider_error_at"]
 
 GENERIC_MALFORMED = b"data: {not json\n\n"
 """The garbage frame used when a `Rendered` names none of its own."""
@@ -38,7 +42,36 @@ Action = Write | Disconnect | Stall
 """One step of a plan."""
 
 
-def plan(rendered: Rendered, script: Script) -> list[Action]:
+def error_answer(script: Script, *, stream: bool) -> Fault | None:
+    """The `status` fault a server answers with instead of rendering `script`, if any.
+
+    A `status` fault always answers with its HTTP error; a `provider_error` does so
+    when the response is not streamed (providers report errors in-band only once a
+    stream has started).
+
+    Args:
+        script: The script about to be served.
+        stream: Whether the request asked for a stream.
+    """
+    fault = script.fault
+    if fault is None:
+        return None
+    if fault.kind == "status":
+        return fault
+    if fault.kind == "provider_error" and not stream:
+        return replace(fault, kind="status")
+    return None
+
+
+def provider_error_at(rendered: Rendered, fault: Fault) -> int:
+    """Where a `provider_error` fault's error frame goes: `fault.at`, clamped to the
+    frame count and to the first frame carrying the finish reason."""
+    at = max(0, min(fault.at, len(rendered.frames)))
+    finish = next((i for i, f in enumerate(rendered.frames) if f.finish), None)
+    return at if finish is None else min(at, finish)
+
+
+def plan(rendered: Rendered, script: Script, dialect: Dialect | None = None) -> list[Action]:
     """The actions that serve `rendered` with `script`'s fault and read sizes.
 
     Faults (`script.fault`, its `at` clamped to `len(rendered.frames)`):
@@ -48,8 +81,11 @@ def plan(rendered: Rendered, script: Script) -> list[Action]:
     - `malformed`: the dialect's garbage frame (`rendered.malformed`) is inserted
       before frame `at`; the remaining frames follow.
     - `stall`: frames before `at` are written, then `Stall`.
+    - `provider_error`: frames before `at` (see `provider_error_at`) are written, then
+      the dialect's `error_frame`, and the body ends cleanly.
     - `status`: not applied here; the servers answer with the dialect's
-      `render_error` instead of rendering the script.
+      `render_error` instead of rendering the script (see `error_answer`).
+    - `bomb`: not applied here; the servers answer with a compressed body instead.
 
     Read sizes (`script.read_sizes`): empty means one `Write` per frame; otherwise the
     body's bytes are cut into writes of those sizes in turn, the last size repeating,
@@ -58,17 +94,19 @@ def plan(rendered: Rendered, script: Script) -> list[Action]:
     Args:
         rendered: The rendered response.
         script: The script it was rendered from.
+        dialect: The dialect that rendered it (needed for `provider_error`).
 
     Returns:
         The actions in order; the last one may be `Disconnect` or `Stall`.
 
     Raises:
-        ValueError: If a read size or `partial_bytes` is negative, or a read size is 0.
+        ValueError: If a read size or `partial_bytes` is negative, a read size is 0,
+            or a `provider_error` is served by a dialect without an in-stream error.
     """
     chunks = [frame.data for frame in rendered.frames]
     ending: Action | None = None
     fault = script.fault
-    if fault is not None and fault.kind != "status":
+    if fault is not None and fault.kind not in ("status", "bomb"):
         at = max(0, min(fault.at, len(chunks)))
         if fault.kind == "disconnect":
             if fault.partial_bytes < 0:
@@ -82,6 +120,12 @@ def plan(rendered: Rendered, script: Script) -> list[Action]:
         elif fault.kind == "stall":
             chunks = chunks[:at]
             ending = Stall()
+        elif fault.kind == "provider_error":
+            frame = dialect.error_frame(fault) if dialect is not None else None
+            if frame is None:
+                name = dialect.name if dialect is not None else "(no dialect given)"
+                raise ValueError(f"dialect {name} has no in-stream error frame")
+            chunks = [*chunks[: provider_error_at(rendered, fault)], frame]
         else:  # pragma: no cover - FaultKind is closed; guards a caller's typo
             raise ValueError(f"unknown fault kind {fault.kind!r}")
 

@@ -16,6 +16,7 @@ __all__ = [
     "Fault",
     "FaultKind",
     "Frame",
+    "LineEnding",
     "Piece",
     "Reasoning",
     "Rendered",
@@ -71,7 +72,7 @@ class ScriptUsage:
     reasoning_tokens: int | None = None
 
 
-UsagePlacement = Literal["trailing", "finish", "split", "none"]
+UsagePlacement = Literal["trailing", "finish", "split", "cumulative", "none"]
 """Where usage goes on the wire.
 
 - `trailing`: a usage-only frame after the finish frame (OpenAI `include_usage`).
@@ -79,10 +80,18 @@ UsagePlacement = Literal["trailing", "finish", "split", "none"]
 - `split`: input-side figures early (before content), output-side figures late
   (Anthropic's `message_start` / `message_delta`); dialects without a split put all of
   it in the finish frame.
+- `cumulative`: running counts repeated as the response goes on, the last report
+  carrying the final figures (Gemini's `usageMetadata` on every chunk, Anthropic's
+  provisional `output_tokens` in `message_start`); a report never goes down. Dialects
+  without running counts put all of it in the finish frame.
 - `none`: the provider reports no usage.
 """
 
-FaultKind = Literal["disconnect", "status", "malformed", "stall"]
+LineEnding = Literal["lf", "crlf", "cr"]
+"""The line terminator of a streamed body: `\\n`, `\\r\\n` or a bare `\\r` (all legal
+server-sent-events line ends; real providers send `\\n`)."""
+
+FaultKind = Literal["disconnect", "status", "malformed", "stall", "provider_error", "bomb"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,17 +100,25 @@ class Fault:
 
     Attributes:
         kind: `disconnect` (the connection closes), `status` (an HTTP error status
-            instead of a response), `malformed` (a frame of garbage), or `stall` (the
-            server stops sending but keeps the connection open).
+            instead of a response), `malformed` (a frame of garbage), `stall` (the
+            server stops sending but keeps the connection open), `provider_error` (the
+            provider reports an error inside a 200 stream: the frames before `at`,
+            then the dialect's in-stream error frame, then the body ends; a whole,
+            non-streamed response answers with `status` instead, as providers do), or
+            `bomb` (a small body whose `Content-Encoding` expands it far past any sane
+            response size).
         at: Frame index the fault happens before (0 = before the first frame). Clamped
-            to the number of frames. Ignored for `status`.
+            to the number of frames; a `provider_error` is also clamped to the first
+            frame that carries the finish reason (providers fail before finishing).
+            Ignored for `status` and `bomb`.
         partial_bytes: For `disconnect`, how many bytes of frame `at` are written
             before the close (a frame cut in half).
-        status: For `status`, the HTTP status.
+        status: For `status`, the HTTP status; for `provider_error`, the status the
+            error stands for (the dialect renders the protocol's own code for it).
         retry_after: For `status`, a `Retry-After` header value in seconds.
-        message: For `status`, the provider error message.
-        code: For `status`, the provider error code/type (e.g.
-            `context_length_exceeded`).
+        message: For `status` and `provider_error`, the provider error message.
+        code: For `status` and `provider_error`, the provider error code/type (e.g.
+            `context_length_exceeded`, `overloaded_error`).
     """
 
     kind: FaultKind
@@ -131,6 +148,10 @@ class Script:
         sentinel: Whether the protocol's terminal sentinel is sent.
         fault: What goes wrong, if anything.
         model: The model name the provider reports.
+        line_ending: The streamed body's line terminator (see `LineEnding`).
+        multiline_data: Split each server-sent event's JSON payload over two `data:`
+            lines (legal SSE: a reader joins them with a newline, which is JSON
+            whitespace). Only dialects that stream server-sent events apply it.
     """
 
     pieces: tuple[Piece, ...] = ()
@@ -142,6 +163,8 @@ class Script:
     sentinel: bool = True
     fault: Fault | None = None
     model: str = "fake-model"
+    line_ending: LineEnding = "lf"
+    multiline_data: bool = False
 
     @property
     def text(self) -> str:
@@ -165,6 +188,9 @@ class Frame:
         finish: Whether it carries the finish reason.
         sentinel: Whether it is the protocol's terminal sentinel.
         keepalive: Whether it is a keep-alive/comment frame.
+        usage_values: Figures this frame reports that differ from the script's final
+            ones (a provisional or running count), as `(field, value)` pairs; a field
+            in `usage` but not here reports the script's value.
     """
 
     data: bytes
@@ -173,6 +199,7 @@ class Frame:
     finish: bool = False
     sentinel: bool = False
     keepalive: bool = False
+    usage_values: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

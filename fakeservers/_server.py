@@ -22,7 +22,7 @@ from types import TracebackType
 
 import httpx
 
-from ._plan import Action, Disconnect, Stall, Write, plan
+from ._plan import Action, Disconnect, Stall, Write, error_answer, plan
 from ._script import Fault, Rendered
 from ._source import RecordedRequest, Scripts, ScriptSource, parse_json_body
 from .dialects import Dialect, resolve_dialect
@@ -355,14 +355,14 @@ class FakeServer:
                 Fault("status", status=500, message=str(exc), code="fakeservers_no_script")
             )
             return await self._send_whole(writer, error, keep_alive=keep_alive)
-        if script.fault is not None and script.fault.kind == "status":
-            error = dialect.render_error(script.fault)
+        stream = dialect.request_wants_stream(method, path, payload)
+        answer = error_answer(script, stream=stream)
+        if answer is not None:
+            error = dialect.render_error(answer)
             return await self._send_whole(writer, error, keep_alive=keep_alive)
-        rendered = dialect.render(
-            script, stream=dialect.request_wants_stream(method, path, payload)
-        )
+        rendered = dialect.render(script, stream=stream)
         return await self._send_planned(
-            reader, writer, rendered, plan(rendered, script), keep_alive=keep_alive
+            reader, writer, rendered, plan(rendered, script, dialect), keep_alive=keep_alive
         )
 
     async def _send_whole(

@@ -9,7 +9,7 @@ import anyio
 import anyio.lowlevel
 import httpx
 
-from ._plan import Action, Disconnect, Stall, Write, plan
+from ._plan import Action, Disconnect, Stall, Write, error_answer, plan
 from ._source import RecordedRequest, Scripts, ScriptSource, parse_json_body
 from .dialects import Dialect, resolve_dialect
 
@@ -93,16 +93,16 @@ class FakeTransport(httpx.AsyncBaseTransport):
         if not dialect.is_generation(method, path):
             raise self._source.unexpected(request, f"the {dialect.name} dialect does not serve it")
         script = self._source.next(request)
-        if script.fault is not None and script.fault.kind == "status":
-            error = dialect.render_error(script.fault)
+        stream = dialect.request_wants_stream(method, path, payload)
+        answer = error_answer(script, stream=stream)
+        if answer is not None:
+            error = dialect.render_error(answer)
             return httpx.Response(error.status, headers=error.headers, content=error.body)
-        rendered = dialect.render(
-            script, stream=dialect.request_wants_stream(method, path, payload)
-        )
+        rendered = dialect.render(script, stream=stream)
         timeouts: Any = request.extensions.get("timeout") or {}
         read_timeout = timeouts.get("read") if isinstance(timeouts, dict) else None
         body_stream = _PlannedStream(
-            plan(rendered, script), request, read_timeout, self._note_closed_early
+            plan(rendered, script, dialect), request, read_timeout, self._note_closed_early
         )
         return httpx.Response(rendered.status, headers=rendered.headers, stream=body_stream)
 

@@ -7,7 +7,16 @@ place).
 
 from __future__ import annotations
 
-from ._base import Dialect, dialect_names, get_dialect, register_dialect, resolve_dialect
+from ._base import (
+    Dialect,
+    InStreamError,
+    WireProfile,
+    dialect_names,
+    get_dialect,
+    register_dialect,
+    resolve_dialect,
+    split_sse_data,
+)
 from .anthropic import AnthropicDialect
 from .azure_openai import AzureOpenAIDialect
 from .gemini import GeminiDialect, GeminiJSONArrayDialect
@@ -22,14 +31,17 @@ __all__ = [
     "Dialect",
     "GeminiDialect",
     "GeminiJSONArrayDialect",
+    "InStreamError",
     "LlamaCppDialect",
     "OllamaDialect",
     "OpenAIChatDialect",
     "OpenAIResponsesDialect",
+    "WireProfile",
     "dialect_names",
     "get_dialect",
     "register_dialect",
     "resolve_dialect",
+    "split_sse_data",
 ]
 
 register_dialect(OpenAIChatDialect())

@@ -13,17 +13,21 @@ import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from .._script import Fault, Frame, Rendered, Script
+from .._script import Fault, Frame, LineEnding, Rendered, Script, UsagePlacement
 
 __all__ = [
     "Dialect",
+    "InStreamError",
+    "WireProfile",
     "dialect_names",
     "get_dialect",
     "json_bytes",
     "register_dialect",
     "resolve_dialect",
+    "split_sse_data",
 ]
 
 SSE_MALFORMED = b"data: {not json\n\n"
@@ -42,6 +46,102 @@ def json_bytes(payload: Any) -> bytes:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+@dataclass(frozen=True, slots=True)
+class InStreamError:
+    """One error a provider really reports inside a 200 stream.
+
+    Attributes:
+        status: The HTTP status the error stands for (what the provider would have
+            answered had it failed before streaming).
+        code: The provider's error code or type, as its error frame carries it.
+        message: A message like the provider's.
+    """
+
+    status: int
+    code: str | None
+    message: str = "scripted in-stream failure"
+
+
+@dataclass(frozen=True, slots=True)
+class WireProfile:
+    """What one provider really sends: the shape of the wire-realistic script world.
+
+    `conformance.strategies.realistic_scripts(dialect)` draws only scripts inside this
+    profile, so every agreement property runs on traffic the real provider could have
+    produced; the hostile world (`hostile_scripts`) ignores it.
+
+    Attributes:
+        usage_placements: Where this provider puts usage; `none` only if it can omit
+            usage entirely (OpenAI Chat without `include_usage`).
+        usage_fields: Usage fields the provider always reports when it reports usage.
+        optional_usage_fields: Fields it reports only sometimes (cache, reasoning).
+        reasoning: Whether the protocol streams reasoning text.
+        keepalives: Whether the provider sends keep-alive frames (Anthropic's `ping`).
+        in_stream_errors: Errors the provider reports inside a 200 stream (empty when
+            the protocol has no such frame).
+        line_endings: Line terminators the real server uses.
+        text_with_tools: Whether text may precede tool calls in one response.
+        max_tool_calls: Most parallel tool calls in one response.
+    """
+
+    usage_placements: tuple[UsagePlacement, ...] = ("finish",)
+    usage_fields: tuple[str, ...] = ("input_tokens", "output_tokens")
+    optional_usage_fields: tuple[str, ...] = ()
+    reasoning: bool = True
+    keepalives: bool = False
+    in_stream_errors: tuple[InStreamError, ...] = ()
+    line_endings: tuple[LineEnding, ...] = ("lf",)
+    text_with_tools: bool = True
+    max_tool_calls: int = 3
+
+
+_LINE_ENDINGS: dict[str, bytes] = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}
+
+
+def split_sse_data(event: bytes) -> bytes:
+    """One server-sent event with its JSON `data:` payload split over two `data:` lines.
+
+    The split falls after the first `,` or `:` outside a JSON string, so the payload a
+    reader reassembles (the lines joined by a newline) is the same JSON value. Events
+    without such a point are returned unchanged.
+
+    Args:
+        event: One event's bytes, blank line included.
+
+    Returns:
+        The event's bytes with the payload split.
+    """
+    lines = event.split(b"\n")
+    for n, line in enumerate(lines):
+        if not line.startswith(b"data:"):
+            continue
+        head = 6 if line.startswith(b"data: ") else 5
+        payload = line[head:]
+        cut = _json_split_point(payload)
+        if cut is None:
+            return event
+        lines[n : n + 1] = [line[: head + cut], b"data: " + payload[cut:]]
+        return b"\n".join(lines)
+    return event
+
+
+def _json_split_point(payload: bytes) -> int | None:
+    in_string = escaped = False
+    for i, byte in enumerate(payload):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x2C, 0x3A):  # , :
+            return i + 1
+    return None
+
+
 class Dialect(ABC):
     """One wire protocol, as a fake server speaks it.
 
@@ -58,6 +158,8 @@ class Dialect(ABC):
     name: str = ""
     base_path: str = ""
     content_type: str = "text/event-stream"
+    profile: WireProfile = WireProfile()
+    """What the real provider sends (see `WireProfile`)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -100,6 +202,62 @@ class Dialect(ABC):
         a script saying "stop" with tool calls reads back as "tool_calls".
         """
         return script.finish_reason
+
+    def error_frame(self, fault: Fault) -> bytes | None:
+        """The frame a provider sends to report an error inside a 200 stream.
+
+        `fakeservers.plan` ends a `provider_error` script's body with it.
+
+        Args:
+            fault: A `provider_error` fault: its status, code and message.
+
+        Returns:
+            The frame's bytes (it may include what the provider sends after it, such
+            as a sentinel), or `None` when the protocol has no in-stream error.
+        """
+        return None
+
+    def in_stream_error_types(self, fault: Fault) -> frozenset[str] | None:
+        """The typed errors a faithful adapter raises for this dialect's error frame.
+
+        Args:
+            fault: The `provider_error` fault.
+
+        Returns:
+            Acceptable `anyinfer` error class names, or `None` to expect what the same
+            status and code would raise as an HTTP error.
+        """
+        return None
+
+    def finish_frames(self, frames: Sequence[Frame], script: Script) -> tuple[Frame, ...]:
+        """A streamed body's frames as the script sends them: keep-alives, framing.
+
+        Dialects call this last when rendering a stream. It inserts keep-alive frames
+        (`script.keepalives`), splits server-sent-event payloads over two `data:`
+        lines (`script.multiline_data`, for `text/event-stream` dialects) and applies
+        `script.line_ending`.
+
+        Args:
+            frames: The content frames, sentinel included.
+            script: The script being rendered.
+
+        Returns:
+            The frames to send.
+        """
+        out = self.with_keepalives(frames, script.keepalives)
+        sse = self.content_type == "text/event-stream"
+        ending = _LINE_ENDINGS[script.line_ending]
+        if not (script.multiline_data and sse) and ending == b"\n":
+            return out
+        changed: list[Frame] = []
+        for frame in out:
+            data = frame.data
+            if script.multiline_data and sse and not frame.keepalive:
+                data = split_sse_data(data)
+            if ending != b"\n":
+                data = data.replace(b"\n", ending)
+            changed.append(replace(frame, data=data))
+        return tuple(changed)
 
     def malformed_frame(self) -> bytes:
         """A frame framed correctly whose payload is garbage.

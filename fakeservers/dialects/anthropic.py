@@ -196,7 +196,7 @@ class AnthropicDialect(Dialect):
                 ("content-type", f"{self.content_type}; charset=utf-8"),
                 ("cache-control", "no-cache"),
             ),
-            self.with_keepalives(frames, script.keepalives),
+            self.finish_frames(frames, script),
             malformed=self.malformed_frame(),
         )
 

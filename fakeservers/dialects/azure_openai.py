@@ -83,7 +83,9 @@ class AzureOpenAIDialect(OpenAIChatDialect):
         }
 
     def _render_stream(self, script: Script) -> Rendered:
-        inner = super()._render_stream(replace(script, keepalives=()))
+        inner = super()._render_stream(
+            replace(script, keepalives=(), line_ending="lf", multiline_data=False)
+        )
         first = {
             "choices": [],
             "created": 0,
@@ -93,7 +95,7 @@ class AzureOpenAIDialect(OpenAIChatDialect):
             "prompt_filter_results": _prompt_filter_results(),
         }
         frames = (Frame(self._sse(first)), *inner.frames)
-        return replace(inner, frames=self.with_keepalives(frames, script.keepalives))
+        return replace(inner, frames=self.finish_frames(frames, script))
 
     def _render_whole(self, script: Script) -> Rendered:
         inner = super()._render_whole(script)

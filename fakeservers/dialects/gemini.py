@@ -208,7 +208,7 @@ class GeminiDialect(Dialect):
         return Rendered(
             200,
             self._stream_headers(),
-            self.with_keepalives(frames, script.keepalives),
+            self.finish_frames(frames, script),
             malformed=self.malformed_frame(),
         )
 

@@ -118,7 +118,7 @@ class LlamaCppDialect(OpenAIChatDialect):
         return Rendered(
             200,
             (("content-type", "text/event-stream"), ("cache-control", "no-cache")),
-            self.with_keepalives(frames, script.keepalives),
+            self.finish_frames(frames, script),
             malformed=self.malformed_frame(),
         )
 

@@ -140,7 +140,7 @@ class OllamaDialect(Dialect):
         return Rendered(
             200,
             (("content-type", self.content_type),),
-            self.with_keepalives(frames, script.keepalives),
+            self.finish_frames(frames, script),
             malformed=self.malformed_frame(),
         )
 

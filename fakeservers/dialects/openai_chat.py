@@ -135,7 +135,7 @@ class OpenAIChatDialect(Dialect):
                 ("content-type", f"{self.content_type}; charset=utf-8"),
                 ("cache-control", "no-cache"),
             ),
-            self.with_keepalives(frames, script.keepalives),
+            self.finish_frames(frames, script),
             malformed=self.malformed_frame(),
         )
 
