@@ -20,8 +20,9 @@ import json
 import os
 import re
 import time
+import zlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -35,6 +36,7 @@ from ._errors import (
     ContextWindowError,
     ModelNotFoundError,
     OverloadedError,
+    PoolExhaustedError,
     ProtocolError,
     ProviderError,
     ProviderTimeoutError,
@@ -59,6 +61,16 @@ __all__ = [
 ]
 
 _ERROR_BODY_LIMIT = 64 * 1024
+_DECODE_PIECE = 64 * 1024
+"""Most decoded bytes one decompression step yields, so a compressed body's size is
+checked against `max_response_bytes` as it expands, not after (a decompression bomb)."""
+_ACCEPT_ENCODING = "gzip, deflate"
+"""The encodings the adapters ask for: the ones `HTTPAdapter` decodes incrementally."""
+DEFAULT_MAX_CONNECTIONS = 100
+"""Connections one provider instance's pool holds by default (the provider option
+`max_connections` overrides it)."""
+POOL_OPTIONS = frozenset({"max_connections"})
+"""`ProviderSettings.options` keys every HTTP adapter understands."""
 _decode_json = json.JSONDecoder().decode
 
 
@@ -177,6 +189,177 @@ class Adapter(ABC):
         """Release connections."""
 
 
+def _max_connections(settings: ProviderSettings) -> int:
+    value = settings.options.get("max_connections", DEFAULT_MAX_CONNECTIONS)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            f"provider {settings.instance_id!r}: options['max_connections'] must be a "
+            f"positive integer, got {value!r}",
+            provider=settings.instance_id,
+        )
+    return value
+
+
+async def finish_uncancelled(aw: Awaitable[None]) -> None:
+    """Await `aw` to its end even if the current task is cancelled meanwhile.
+
+    A cancellation that arrives while `aw` runs is held back and re-raised once it is
+    done, so closing a response always completes: an httpx response whose close is
+    interrupted keeps its pool slot forever, and after `max_connections` such closes
+    every request waits for a slot that never comes free.
+
+    Args:
+        aw: The closing work (e.g. `response.aclose()`).
+    """
+    import asyncio
+
+    task = asyncio.ensure_future(aw)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    task.result()
+
+
+class _ClosingStream(httpx.AsyncByteStream):
+    """A response body whose `aclose` always runs to completion (`finish_uncancelled`)."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: httpx.AsyncByteStream) -> None:
+        self._inner = inner
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._inner.__aiter__()
+
+    async def aclose(self) -> None:
+        await finish_uncancelled(self._inner.aclose())
+
+
+class _ClosingTransport(httpx.AsyncBaseTransport):
+    """Wraps an adapter's transport so that releasing a response cannot be cut short."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if isinstance(response.stream, httpx.AsyncByteStream):
+            response.stream = _ClosingStream(response.stream)
+        return response
+
+    async def aclose(self) -> None:
+        await finish_uncancelled(self.inner.aclose())
+
+
+class _Inflate:
+    """One `gzip` or `deflate` layer of a body, expanding at most `_DECODE_PIECE` bytes
+    per step."""
+
+    __slots__ = ("_d", "_done", "_gzip", "_rest", "_sniff")
+
+    def __init__(self, encoding: str) -> None:
+        self._gzip = encoding != "deflate"
+        self._d = zlib.decompressobj(zlib.MAX_WBITS | 16 if self._gzip else zlib.MAX_WBITS)
+        # `deflate` is zlib-wrapped by the RFC, raw in practice from some servers: the
+        # first bytes decide (as httpx does).
+        self._sniff = not self._gzip
+        self._done = False
+        self._rest = b""
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        while not self._done:
+            d = self._d
+            if d.eof:
+                # Past the end: another gzip member may follow; anything else is
+                # trailing bytes, dropped (never piled up).
+                data, self._rest = self._rest + data, b""
+                if len(data) < 2 and b"\x1f\x8b".startswith(data):
+                    self._rest = data  # too little to tell yet
+                    return
+                if not (self._gzip and data[:2] == b"\x1f\x8b"):
+                    self._done = True
+                    return
+                self._d = d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            try:
+                out = d.decompress(data, _DECODE_PIECE)
+            except zlib.error:
+                if not self._sniff:
+                    raise
+                self._sniff = False
+                self._d = zlib.decompressobj(-zlib.MAX_WBITS)
+                continue
+            self._sniff = False
+            data = d.unconsumed_tail
+            if out:
+                yield out
+            if d.eof:
+                self._rest = d.unused_data
+            elif not data and len(out) < _DECODE_PIECE:
+                return
+
+    def flush(self) -> bytes:
+        return b"" if self._done or self._d.eof else self._d.flush()
+
+
+def _through(layers: list[_Inflate], data: bytes) -> Iterator[bytes]:
+    if not layers:
+        yield data
+        return
+    first, rest = layers[0], layers[1:]
+    for piece in first.feed(data):
+        yield from _through(rest, piece)
+
+
+async def decoded_body(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's bytes, decoded from its `Content-Encoding` in bounded steps.
+
+    httpx decodes one network read at a time, whatever it expands to: a 2 KB read of a
+    `gzip, gzip` body can become gigabytes before anyone counts them. Here `gzip` and
+    `deflate` (in any number of layers) are inflated `_DECODE_PIECE` bytes at a time,
+    so a byte limit applied to what this yields bounds memory near that limit. Bodies
+    in other encodings (which AnyInfer does not ask for) are left to httpx.
+
+    Raises:
+        zlib.error: If the body does not decode.
+    """
+    try:
+        content = response.content  # already read (an `httpx.Response(content=...)`)
+    except httpx.ResponseNotRead:
+        pass
+    else:
+        if content:
+            yield content
+        return
+    names = [
+        v.strip().lower()
+        for v in response.headers.get_list("content-encoding", split_commas=True)
+        if v.strip() and v.strip().lower() != "identity"
+    ]
+    if not names:
+        async for chunk in response.aiter_raw():
+            yield chunk
+        return
+    if any(n not in ("gzip", "x-gzip", "deflate") for n in names):
+        async for chunk in response.aiter_bytes():
+            yield chunk
+        return
+    # The last encoding listed was applied last: it comes off first.
+    layers = [_Inflate(n) for n in reversed(names)]
+    async for chunk in response.aiter_raw():
+        for piece in _through(layers, chunk):
+            yield piece
+    for i, layer in enumerate(layers):
+        tail = layer.flush()
+        if tail:
+            for piece in _through(layers[i + 1 :], tail):
+                yield piece
+
+
 def base_url_env(instance_id: str) -> str:
     """The variable that supplies an instance's base URL when its settings give none:
     `ANYINFER_<INSTANCE>_BASE_URL`, upper-cased, other characters as `_`."""
@@ -209,10 +392,20 @@ class HTTPAdapter(Adapter):
             )
         self.base_url = base_url.rstrip("/")
         timeout = httpx.Timeout(settings.timeout_s, connect=min(settings.timeout_s, 15.0))
+        self.max_connections = _max_connections(settings)
+        inner = settings.transport
+        if inner is None:
+            inner = httpx.AsyncHTTPTransport(
+                limits=httpx.Limits(
+                    max_connections=self.max_connections,
+                    max_keepalive_connections=min(20, self.max_connections),
+                ),
+                trust_env=False,
+            )
         self.http = httpx.AsyncClient(
-            transport=settings.transport,
+            transport=_ClosingTransport(inner),
             timeout=timeout,
-            headers=self.default_headers(),
+            headers={"accept-encoding": _ACCEPT_ENCODING, **self.default_headers()},
             follow_redirects=False,
             trust_env=False,
         )
@@ -278,6 +471,15 @@ class HTTPAdapter(Adapter):
         )
         try:
             response = await self.http.send(req, stream=True)
+        except httpx.PoolTimeout:
+            raise PoolExhaustedError(
+                f"{self.instance_id}: the connection pool is exhausted: all "
+                f"{self.max_connections} connections stayed busy until the timeout (raise the "
+                "provider option max_connections, or send fewer requests at once)",
+                max_connections=self.max_connections,
+                provider=self.instance_id,
+                phase=phase,
+            ) from None
         except httpx.TimeoutException as exc:
             kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "first_byte"
             raise ProviderTimeoutError(
@@ -311,12 +513,12 @@ class HTTPAdapter(Adapter):
         chunks: list[bytes] = []
         size = 0
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in decoded_body(response):
                 chunks.append(chunk)
                 size += len(chunk)
                 if size >= limit:
                     break
-        except httpx.HTTPError:
+        except (httpx.HTTPError, zlib.error):
             pass  # an error body that breaks off is still worth what arrived
         return b"".join(chunks)[:limit]
 
@@ -335,7 +537,7 @@ class HTTPAdapter(Adapter):
         limit = request.max_response_bytes if request is not None else None
         seen = 0
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in decoded_body(response):
                 if limit is not None:
                     seen += len(chunk)
                     if seen > limit:
@@ -351,13 +553,19 @@ class HTTPAdapter(Adapter):
                 provider=self.instance_id,
                 phase="stream",
             ) from None
+        except (httpx.DecodingError, zlib.error) as exc:
+            raise ProtocolError(
+                f"{self.instance_id}: the body does not decode as its Content-Encoding "
+                f"{response.headers.get('content-encoding')!r} says: {exc}",
+                provider=self.instance_id,
+            ) from None
         except httpx.TransportError as exc:
             raise StreamError(
                 f"{self.instance_id}: connection lost mid-response: {exc}",
                 provider=self.instance_id,
             ) from None
 
-    async def drain(self, frames: AsyncIterator[Any], seconds: float = 0.01) -> None:
+    async def drain(self, frames: AsyncIterator[Any], seconds: float = 0.05) -> None:
         """Read what follows the protocol's end marker, for a moment, before closing.
 
         A response closed before the end of its body makes httpx drop the connection
@@ -419,11 +627,20 @@ class HTTPAdapter(Adapter):
         buf = b""
         data: list[bytes] = []
         event: str | None = None
-        async for chunk in self.iter_bytes(response, request):
+        chunks = self.iter_bytes(response, request)
+        ended = False
+        while not ended:
+            try:
+                chunk = await anext(chunks)
+            except StopAsyncIteration:
+                # A CR held back for a possible LF ends its line after all.
+                if not buf.endswith(b"\r"):
+                    break
+                chunk, ended = b"", True
             buf = buf + chunk if buf else chunk
             if b"\r" in buf:
                 # Keep a trailing CR: its LF may be in the next read.
-                tail = b"\r" if buf.endswith(b"\r") else b""
+                tail = b"\r" if buf.endswith(b"\r") and not ended else b""
                 body = buf[:-1] if tail else buf
                 buf = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + tail
             lines = buf.split(b"\n")

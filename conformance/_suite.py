@@ -20,11 +20,12 @@ from .checker import (
     G3,
     G4,
     ONE_REQUEST,
+    RESOURCES,
     RESULT_AGREEMENT,
     TRAILING_USAGE,
 )
 from .plugin import adapter_entries
-from .runner import MODES
+from .runner import MODES, ConformanceFailure, Mode, documented_scripts
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -110,14 +111,55 @@ def test_stream_cuts(
     )
 
 
-@pytest.mark.anyinfer_conformance(covers=(G1, G2, G3, G4, FAILURE_FLUSH, ERROR_TYPE))
+@pytest.mark.anyinfer_conformance(
+    covers=(G1, G2, G3, G4, RESULT_AGREEMENT, ERROR_TYPE, ONE_REQUEST)
+)
+def test_documented_cases(anyinfer_harness: Harness) -> None:
+    """Every documented error status (429 with `Retry-After`) and every finish reason,
+    plus one no provider sends, each served once through a stream and once through
+    `generate()`: checked at any sampling depth (`runner.documented_scripts`)."""
+    import asyncio
+
+    paths: tuple[tuple[Mode, Mode], ...] = (
+        ("async-stream", "sync-generate"),
+        ("sync-stream", "async-generate"),
+    )
+    failures: list[tuple[str, ConformanceFailure]] = []
+    with asyncio.Runner() as runner:
+        for number, (label, script) in enumerate(documented_scripts(anyinfer_harness.dialect)):
+            for mode in paths[number % 2]:
+                try:
+                    anyinfer_harness.verify(script, mode, runner=runner)
+                except ConformanceFailure as failure:
+                    failures.append((f"{label} via {mode}", failure))
+    if failures:
+        raise _grouped(failures)
+
+
+def _grouped(failures: list[tuple[str, ConformanceFailure]]) -> Exception:
+    """One failure per first broken guarantee, noting every documented case that failed."""
+    first: dict[str, ConformanceFailure] = {}
+    for _label, failure in failures:
+        first.setdefault(failure.guarantees[0] if failure.guarantees else "", failure)
+    cases = "; ".join(f"{label} ({', '.join(f.guarantees)})" for label, f in failures)
+    error: Exception = (
+        next(iter(first.values()))
+        if len(first) == 1
+        else ExceptionGroup(f"{len(first)} distinct failures", list(first.values()))
+    )
+    error.add_note(f"documented cases that failed ({len(failures)}): {cases}")
+    return error
+
+
+@pytest.mark.anyinfer_conformance(covers=STREAM)
 def test_hostile(
     anyinfer_harness: Harness,
     anyinfer_hostile_scripts: SearchStrategy[Script],
     anyinfer_examples: int,
 ) -> None:
-    """Hostile-world scripts (odd or malformed shapes): grammar, nothing lost, typed errors,
-    no hang; agreement with the script is not asked of them."""
+    """Hostile-world scripts: odd but legal shapes are checked in full (they have one right
+    reading); after a malformed frame only the grammar, nothing lost, a typed error and
+    no hang are asked."""
     anyinfer_harness.check_property(
         anyinfer_hostile_scripts,
         modes=("async-stream", "sync-stream", "async-generate"),
@@ -158,6 +200,26 @@ def test_early_exit_sync(
         sync=True,
         max_examples=max(2, anyinfer_examples // 10),
     )
+
+
+def _resources_enabled(config: pytest.Config) -> None:
+    if not config.getoption("anyinfer_resources", False):
+        pytest.skip("the resources check runs with --anyinfer-resources")
+
+
+@pytest.mark.anyinfer_conformance(covers=(RESOURCES,))
+def test_resources_async(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
+    """One long-lived `AsyncClient` through more early exits, cancellations and faults
+    than its pool has connections leaves nothing behind (`conformance.resources`)."""
+    _resources_enabled(pytestconfig)
+    anyinfer_harness.verify_resources(sync=False)
+
+
+@pytest.mark.anyinfer_conformance(covers=(RESOURCES,))
+def test_resources_sync(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
+    """The same through one long-lived `Client` (its background loop and threads)."""
+    _resources_enabled(pytestconfig)
+    anyinfer_harness.verify_resources(sync=True)
 
 
 @pytest.mark.anyinfer_conformance(covers=(G1, G2, G3, G4, TRAILING_USAGE))

@@ -66,12 +66,14 @@ __all__ = [
     "MODES",
     "SERVER_STALL_TIMEOUT_S",
     "TRANSPORT_STALL_TIMEOUT_S",
+    "DOCUMENTED_FINISH_REASONS",
     "ConformanceFailure",
     "Harness",
     "Mode",
     "NotReached",
     "Run",
     "Via",
+    "documented_scripts",
     "failure_class",
     "property_seed",
     "script_repr",
@@ -97,6 +99,17 @@ EARLY_EXIT_WAIT_S = 1.5
 EARLY_EXIT_TIMEOUT_S = 3.0
 """Request timeout in the early-exit check: well past the wait, so that a connection
 closed only by the read timeout is not mistaken for a prompt close."""
+
+DOCUMENTED_FINISH_REASONS: tuple[str, ...] = (
+    "stop",
+    "length",
+    "tool_calls",
+    "content_filter",
+    "sparkles_42",
+)
+"""Every neutral finish reason, plus one no provider sends (it must become `other`)."""
+DOCUMENTED_RETRY_AFTER_S = 7.0
+"""The `Retry-After` the documented 429 case sends."""
 
 _PATHS: dict[Mode, str] = {
     "async-stream": "AsyncClient.stream()",
@@ -333,6 +346,9 @@ def _frame_lines(rendered: Rendered, script: Script, streamed: bool) -> list[str
     return lines
 
 
+_BROKEN_WIRE = frozenset({"malformed", "bomb"})
+"""Fault kinds after which a hostile-world script has no single right reading."""
+
 _SCRIPT_ORIGIN: dict[bool | None, str] = {
     None: "",
     True: " (minimal: shrunk by Hypothesis)",
@@ -406,6 +422,46 @@ def _render_report(
 # --- running -------------------------------------------------------------------------
 
 
+def documented_scripts(dialect: Dialect) -> list[tuple[str, Script]]:
+    """One script per documented case, shaped as `dialect`'s provider sends it.
+
+    Every HTTP error status the error taxonomy documents
+    (`conformance.strategies.DOCUMENTED_STATUSES`; 429 with a `Retry-After`), and every
+    finish reason in `DOCUMENTED_FINISH_REASONS` after some content, with usage where
+    the provider puts it. Drawn scripts may miss a case at a shallow depth; these never
+    do. The conformance suite's `test_documented_cases` serves each one through a
+    stream and a `generate()` path.
+
+    Returns:
+        `(label, script)` pairs, in a fixed order.
+    """
+    from fakeservers import ScriptUsage, Text, ToolFragment, UsagePlacement
+
+    from .strategies import DOCUMENTED_STATUSES
+
+    profile = dialect.profile
+    placement: UsagePlacement = next((p for p in profile.usage_placements if p != "none"), "none")
+    figures = dict.fromkeys(profile.usage_fields, 0)
+    for number, name in enumerate(figures):
+        figures[name] = 11 + number
+    usage = ScriptUsage(**figures) if placement != "none" else None
+    cases: list[tuple[str, Script]] = []
+    for status in DOCUMENTED_STATUSES:
+        retry_after = DOCUMENTED_RETRY_AFTER_S if status == 429 else None
+        fault = Fault("status", status=status, retry_after=retry_after)
+        label = f"status {status}" + (" with Retry-After" if retry_after is not None else "")
+        cases.append((label, Script(pieces=(Text("unsent"),), fault=fault)))
+    for reason in DOCUMENTED_FINISH_REASONS:
+        if reason == "tool_calls":
+            call = ToolFragment(0, '{"city": "Paris"}', id="call_documented", name="weather")
+            pieces: tuple[Text | ToolFragment, ...] = (call,)
+        else:
+            pieces = (Text("Documented "), Text("case."))
+        script = Script(pieces=pieces, finish_reason=reason, usage=usage, usage_placement=placement)
+        cases.append((f"finish reason {reason!r}", script))
+    return cases
+
+
 def _default_transport(dialect: Dialect, scripts: Sequence[Script]) -> FakeTransport:
     return FakeTransport(dialect, list(scripts))
 
@@ -424,6 +480,8 @@ class Harness:
         entry: The adapter under test.
         transport_factory: Builds a `FakeTransport` for a script.
         server_factory: Builds a `FakeServer` for a script.
+        key: The default `key` of its properties (see `check_property`); the
+            `anyinfer_harness` fixture passes the test's node id.
     """
 
     def __init__(
@@ -433,8 +491,10 @@ class Harness:
         *,
         transport_factory: TransportFactory | None = None,
         server_factory: ServerFactory | None = None,
+        key: str | None = None,
     ) -> None:
         self.entry = entry
+        self.key = key
         self.dialect = registry.dialect(entry.dialect)
         self._transport_factory = transport_factory or _default_transport
         self._server_factory = server_factory or _default_server
@@ -609,8 +669,11 @@ class Harness:
         Args:
             script: The script served.
             run: What came of it.
-            robust: Judge a hostile-world script: only the guarantees that must hold
-                whatever the provider sends (`ROBUST`) count, and any typed
+            robust: Judge a hostile-world script. A legal shape (odd line ends,
+                split `data:` lines, interleaved tool slots, missing ids, no sentinel)
+                still has one right reading and is checked in full; for a broken wire
+                (a malformed frame, a compression bomb) only the guarantees that must
+                hold whatever the provider sends (`ROBUST`) count, and any typed
                 `AnyInferError` is an acceptable failure.
         """
         if run.exchange_problems or isinstance(run.observation.error, UnexpectedRequestError):
@@ -630,7 +693,8 @@ class Harness:
                 else None
             ),
         )
-        if not robust:
+        if not robust or fault is None or fault.kind not in _BROKEN_WIRE:
+            # A legal shape, however odd, still has one right reading.
             return found
         typed = run.observation.error is None or isinstance(run.observation.error, ai.AnyInferError)
         return [
@@ -725,8 +789,11 @@ class Harness:
         open until the client closes it.
 
         Raises:
-            ConformanceFailure: If no content arrived, the events before the exit were
-                malformed, or the server never saw the connection close.
+            ConformanceFailure: If the events before the exit were malformed, or the
+                server never saw the connection close.
+            NotReached: If the attempt raised or ended before its first content delta:
+                there was nothing to leave early after, so the guarantee was not
+                reached (the other tests report the failure itself).
         """
         mode: Mode = "sync-stream" if sync else "async-stream"
         events: list[ai.StreamEvent] = []
@@ -772,16 +839,17 @@ class Harness:
             )
         found = [v for v in check_grammar(events, succeeded=False)]
         got_content = any(isinstance(e, _CONTENT) for e in events)
+        unreached: str | None = None
         if error is not None:
-            found.append(
-                Violation(
-                    EARLY_EXIT,
-                    f"the stream raised {type(error).__name__}: {error} before its first "
-                    "content delta",
-                )
+            unreached = (
+                f"the stream raised {type(error).__name__}: {error} before its first "
+                "content delta, so there was nothing to leave early after"
             )
         elif not got_content:
-            found.append(Violation(EARLY_EXIT, "the stream ended without any content delta"))
+            unreached = (
+                "the stream ended without any content delta, so there was nothing to "
+                "leave early after"
+            )
         elif streamed and not closed:
             found.append(
                 Violation(
@@ -791,17 +859,50 @@ class Harness:
                     "closed)",
                 )
             )
-        if found:
+        if found or unreached is not None:
             obs = Observation(tuple(events), None, error)
             served = self.staged(script, streamed=streamed)
             run = Run(obs, streamed, self.dialect.render(served, stream=streamed))
+            context: dict[str, Any] = {
+                "entry": self.entry,
+                "mode": mode,
+                "via": "server",
+                "script": served,
+                "run": run,
+                "dialect": self.dialect,
+                "shrinking": self._shrinking,
+            }
+            if found:
+                raise ConformanceFailure.build(violations=found, **context)
+            assert unreached is not None
+            raise NotReached.before(EARLY_EXIT, unreached, **context)
+
+    # --- resources -----------------------------------------------------------------
+
+    def verify_resources(self, *, sync: bool) -> None:
+        """Run the `resources` check through one long-lived client (see
+        `conformance.resources`): more early exits, cancellations and faults than the
+        pool has connections, then no held slot, one reused connection, fds, threads and
+        tasks back at their baseline, and a decompression bomb bounded by
+        `max_response_bytes`.
+
+        Args:
+            sync: Check `Client` (else `AsyncClient`).
+
+        Raises:
+            ConformanceFailure: Naming the `resources` guarantee and what was left behind.
+        """
+        from .resources import check_resources
+
+        found, script = check_resources(self, sync=sync)
+        if found:
             raise ConformanceFailure.build(
                 entry=self.entry,
-                mode=mode,
+                mode="sync-stream" if sync else "async-stream",
                 via="server",
                 violations=found,
-                script=served,
-                run=run,
+                script=script or Script(),
+                run=None,
                 dialect=self.dialect,
             )
 
@@ -815,6 +916,7 @@ class Harness:
         via: Via = "transport",
         max_examples: int,
         robust: bool = False,
+        key: str | None = None,
     ) -> None:
         """Run a Hypothesis property: every drawn script, through a drawn mode, conforms.
 
@@ -825,6 +927,11 @@ class Harness:
                 `violations`).
             via: How the fake provider is reached.
             max_examples: Examples to run.
+            key: What tells this property apart from the others, such as the pytest
+                node id (which names the test and the adapter); default: the
+                harness's `key`. Under a derandomized profile each key draws its own
+                reproducible sequence (`property_seed`); without one, every property
+                replays the same sequence.
 
         Raises:
             ConformanceFailure: For the minimal failing script (or an exception group
@@ -853,12 +960,25 @@ class Harness:
             def conformance_property(script: Script, mode: Mode) -> None:
                 self.verify(script, mode, via=via, runner=runner, server=server, robust=robust)
 
-            conformance_property()
+            self._run_property(conformance_property, key)
 
     def check_early_exit_property(
-        self, strategy: SearchStrategy[Script], *, sync: bool, max_examples: int
+        self,
+        strategy: SearchStrategy[Script],
+        *,
+        sync: bool,
+        max_examples: int,
+        key: str | None = None,
     ) -> None:
-        """Early exit over a loopback socket, for scripts drawn from `strategy`."""
+        """Early exit over a loopback socket, for scripts drawn from `strategy`.
+
+        Args:
+            strategy: Scripts to draw (each needs content to leave early after).
+            sync: Through `Client.stream()` rather than `AsyncClient.stream()`.
+            max_examples: Examples to run.
+            key: Tells this property's sequence apart (default: the harness's `key`;
+                see `check_property`).
+        """
         from hypothesis import HealthCheck, given, settings
 
         @settings(
@@ -870,7 +990,33 @@ class Harness:
         def early_exit_property(script: Script) -> None:
             self.verify_early_exit(script, sync=sync)
 
-        early_exit_property()
+        self._run_property(early_exit_property, key)
+
+    def _run_property(self, test: Callable[[], None], key: str | None) -> None:
+        """Run a `@given` test, seeded for `key` when derandomized, noting if it shrinks."""
+        from hypothesis import Phase, seed, settings
+
+        current = settings()
+        key = self.key if key is None else key
+        if key is not None and current.derandomize:
+            # A derandomized run seeds itself from the test function, and every property
+            # shares one inner function: without this, every test and adapter would
+            # replay one sequence.
+            test = seed(property_seed(key))(test)
+        self._shrinking = Phase.shrink in current.phases
+        try:
+            test()
+        finally:
+            self._shrinking = None
+
+
+def property_seed(key: str) -> int:
+    """The Hypothesis seed a derandomized property uses for `key` (a pytest node id).
+
+    Stable across runs, machines and Python versions (CRC-32 of the key's UTF-8), so a
+    CI run is reproducible while each test x adapter draws its own sequence.
+    """
+    return zlib.crc32(key.encode("utf-8"))
 
 
 def _result_of(stream: ai.AsyncStream | ai.SyncStream) -> ai.Generation | None:

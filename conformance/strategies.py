@@ -817,11 +817,12 @@ def _realistic_usage(draw: st.DrawFn, profile: WireProfile) -> ScriptUsage:
 
 
 def _sequential_calls(
-    max_calls: int, max_fragments: int
+    max_calls: int, max_fragments: int, id_prefix: str = "call_"
 ) -> SearchStrategy[tuple[ToolFragment, ...]]:
     """Tool calls as real providers stream them: slot 0 first, each call's fragments
-    together, an id and a name on every call's first fragment."""
-    ids = st.text(_CALL_ID_ALPHABET, min_size=8, max_size=24).map(lambda s: "call_" + s)
+    together, an id (starting with `id_prefix`) and a name on every call's first
+    fragment."""
+    ids = st.text(_CALL_ID_ALPHABET, min_size=8, max_size=24).map(lambda s: id_prefix + s)
 
     @st.composite
     def build(draw: st.DrawFn) -> tuple[ToolFragment, ...]:
@@ -918,7 +919,9 @@ def realistic_scripts(
         reasoning = (
             draw(st.lists(reasonings(), max_size=max_reasoning)) if profile.reasoning else []
         )
-        calls = draw(_sequential_calls(profile.max_tool_calls, max_fragments))
+        calls = draw(
+            _sequential_calls(profile.max_tool_calls, max_fragments, profile.tool_call_id_prefix)
+        )
         text_max = max_text if profile.text_with_tools or not calls else 0
         text = draw(st.lists(texts(), min_size=0 if calls else 1, max_size=text_max))
         if calls:
@@ -954,9 +957,10 @@ def hostile_scripts(dialect: Dialect | str) -> SearchStrategy[Script]:
     Everything `scripts()` draws (interleaved tool slots, missing ids, keep-alives
     anywhere, usage in any placement, no sentinel, no finish reason, malformed frames),
     plus `\\r\\n` and bare `\\r` line ends, `data:` payloads split over several lines,
-    in-stream errors at any point and compression bombs. The conformance suite judges
-    these for robustness only (`conformance.checker.ROBUST`): the grammar, nothing
-    lost, typed errors, no hang.
+    and in-stream errors at any point. The conformance suite checks the legal ones in
+    full (they still have one right reading) and, after a malformed frame, robustness
+    only (`conformance.checker.ROBUST`): the grammar, nothing lost, typed errors, no
+    hang.
 
     Args:
         dialect: The dialect (or its registered name) that will serve the scripts.
@@ -975,11 +979,14 @@ def hostile_scripts(dialect: Dialect | str) -> SearchStrategy[Script]:
                 st.integers(0, 24),
             )
         )
+    # A bare CR ends a line in server-sent events only; NDJSON and JSON bodies take LF
+    # or CRLF.
+    endings = LINE_ENDINGS if d.content_type == "text/event-stream" else ("lf", "crlf")
     return st.builds(
         lambda script, ending, multiline: replace(
             script, line_ending=ending, multiline_data=multiline
         ),
         scripts(fault=st.one_of(base_faults)),
-        st.sampled_from(LINE_ENDINGS),
+        st.sampled_from(endings),
         st.booleans(),
     )
