@@ -8,14 +8,30 @@ guarantee, quickly and deterministically; the pytester tests then show the same 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import zlib
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from conformance_broken import BROKEN
 
+import anyinfer as ai
 from anyinfer._providers.openai_chat import OpenAIChatAdapter
-from conformance.checker import EARLY_EXIT, ONE_REQUEST
+from anyinfer.adapters import Part
+from conformance._suite import test_documented_cases as run_documented_cases
+from conformance.checker import EARLY_EXIT, ONE_REQUEST, normalize_finish
 from conformance.registry import ConformanceRegistry, RegistryError, load_builtins
-from conformance.runner import MODES, ConformanceFailure, Harness, Mode
+from conformance.runner import (
+    DOCUMENTED_FINISH_REASONS,
+    MODES,
+    ConformanceFailure,
+    Harness,
+    Mode,
+    NotReached,
+    documented_scripts,
+    property_seed,
+)
 from fakeservers import Fault, Reasoning, Script, ScriptUsage, Text, ToolFragment
 
 GOOD = Script(
@@ -107,6 +123,17 @@ CAUGHT: list[tuple[str, Script, Mode]] = [
         "async-stream",
     ),
     ("broken-forgets-sentinel", Script(pieces=(Text("hi"),)), "sync-stream"),
+    (
+        "broken-ignores-error-chunk",
+        Script(pieces=(Text("hi"),), fault=Fault("provider_error", at=9, status=429)),
+        "async-stream",
+    ),
+    (
+        "broken-drops-retry-after",
+        Script(fault=Fault("status", status=429, retry_after=7)),
+        "async-stream",
+    ),
+    ("broken-lf-only-framing", Script(pieces=(Text("hi"),), line_ending="crlf"), "sync-stream"),
 ]
 
 
@@ -180,3 +207,139 @@ def test_registry_rejects_bad_registrations() -> None:
         registry.check()
     with pytest.raises(RegistryError, match=r"no conformance adapter named 'missing'.*, z$"):
         registry.select(["missing"])
+
+
+# --- sampling: each test x adapter draws its own sequence ------------------------------
+
+
+@contextlib.contextmanager
+def _derandomized() -> Iterator[None]:
+    """The CI profile's sampling (derandomized, no database) for the duration."""
+    from hypothesis import settings
+
+    current = settings.get_current_profile_name()
+    settings.register_profile("harness-derandomized", derandomize=True, database=None)
+    settings.load_profile("harness-derandomized")
+    try:
+        yield
+    finally:
+        settings.load_profile(current)
+
+
+def _drawn(h: Harness, key: str | None = None) -> list[str]:
+    from hypothesis import strategies as st
+
+    seen: list[str] = []
+
+    def served(text: str) -> Script:
+        seen.append(text)
+        return Script(pieces=(Text(text),))
+
+    words = st.text("abcdefgh", min_size=1, max_size=12).map(served)
+    with _derandomized():
+        h.check_property(words, modes=("async-generate",), max_examples=12, key=key)
+    return seen
+
+
+def test_each_key_draws_its_own_reproducible_sequence() -> None:
+    h = harness()
+    first = _drawn(h, "anyinfer-conformance::test_async_generate[openai]")
+    assert first == _drawn(h, "anyinfer-conformance::test_async_generate[openai]")
+    assert first != _drawn(h, "anyinfer-conformance::test_async_generate[anthropic]")
+    assert first != _drawn(h, "anyinfer-conformance::test_sync_generate[openai]")
+    # The harness's own key is the default (the anyinfer_harness fixture passes the
+    # test's node id).
+    keyed = harness()
+    keyed.key = "anyinfer-conformance::test_async_generate[openai]"
+    assert _drawn(keyed) == first
+    assert property_seed("x") == zlib.crc32(b"x")
+
+
+# --- documented cases ----------------------------------------------------------------
+
+
+def test_documented_scripts_cover_every_status_and_finish_reason() -> None:
+    from conformance.strategies import DOCUMENTED_STATUSES
+
+    cases = documented_scripts(harness().dialect)
+    faults = [s.fault for _, s in cases if s.fault is not None]
+    assert sorted(f.status for f in faults) == sorted(DOCUMENTED_STATUSES)
+    assert {f.status for f in faults if f.retry_after is not None} == {429}
+    reasons = [s.finish_reason for _, s in cases if s.fault is None]
+    assert reasons == list(DOCUMENTED_FINISH_REASONS)
+    assert {"stop", "length", "tool_calls", "content_filter"} < set(reasons)
+    assert normalize_finish(DOCUMENTED_FINISH_REASONS[-1]) == "other"
+
+
+@pytest.mark.parametrize("name", ["openai", "anthropic", "gemini", "ollama", "openai-responses"])
+def test_builtin_adapters_pass_the_documented_cases(name: str) -> None:
+    registry = ConformanceRegistry()
+    load_builtins(registry)
+    run_documented_cases(Harness(registry, registry.get(name)))
+
+
+def test_documented_cases_catch_a_swallowed_status_and_list_every_case() -> None:
+    cls, guarantee = BROKEN["broken-swallows-status"]
+    with pytest.raises(ConformanceFailure) as info:
+        run_documented_cases(harness("broken-swallows-status", cls))
+    assert info.value.guarantees[0] == guarantee
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    for status in (401, 404, 413, 422, 529):
+        assert f"status {status} via" in notes
+
+
+# --- reports -------------------------------------------------------------------------
+
+
+class _ChokesOnContent(OpenAIChatAdapter):
+    """Raises at the first text delta: an agreement bug, with nothing to leave early."""
+
+    def parts_from_delta(self, delta: dict[str, Any], key: str) -> Iterator[Part]:
+        if delta.get("content"):
+            raise ai.ProtocolError("choked on content", provider=self.instance_id)
+        yield from super().parts_from_delta(delta, key)
+
+
+@pytest.mark.loopback
+def test_early_exit_is_not_reached_when_the_attempt_fails_before_any_delta() -> None:
+    with pytest.raises(NotReached) as info:
+        harness("chokes", _ChokesOnContent).verify_early_exit(
+            Script(pieces=(Text("a"), Text("b"))), sync=True
+        )
+    failure = info.value
+    assert failure.guarantees == ()  # the matrix shows "-" for exit, not FAIL
+    assert failure.unreached == EARLY_EXIT
+    assert "did not reach early-exit-cancels" in str(failure)
+    assert "ProtocolError: choked on content before its first content delta" in str(failure)
+
+
+def test_a_served_script_is_not_called_minimal() -> None:
+    with pytest.raises(ConformanceFailure) as info:
+        harness("chokes", _ChokesOnContent).verify(Script(pieces=(Text("a"),)), "sync-stream")
+    report = str(info.value)
+    assert "\n  script:\n" in report
+    assert "minimal" not in report
+
+
+@pytest.mark.parametrize("shrink", [False, True])
+def test_a_drawn_script_is_called_minimal_only_when_hypothesis_shrinks(shrink: bool) -> None:
+    from hypothesis import Phase, settings
+    from hypothesis import strategies as st
+
+    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
+    current = settings.get_current_profile_name()
+    settings.register_profile("harness-phases", database=None, phases=phases)
+    settings.load_profile("harness-phases")
+    try:
+        with pytest.raises(ConformanceFailure) as info:
+            harness("chokes", _ChokesOnContent).check_property(
+                st.just(Script(pieces=(Text("a"),))), modes=("sync-stream",), max_examples=2
+            )
+    finally:
+        settings.load_profile(current)
+    report = str(info.value)
+    if shrink:
+        assert "  script (minimal: shrunk by Hypothesis):" in report
+    else:
+        assert "  script (as drawn, not minimal: " in report
+        assert "minimal: shrunk" not in report

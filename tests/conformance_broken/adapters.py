@@ -204,6 +204,54 @@ class PumpsInBackground(OpenAIChatAdapter):
             yield item
 
 
+class IgnoresErrorChunk(OpenAIChatAdapter):
+    """Reads an in-stream `{"error": ...}` chunk as a chunk with no choices.
+
+    Gateways (OpenRouter, Groq, LiteLLM proxies) report an upstream failure inside a
+    200 stream; a reader that only looks at `choices` skips it and reports a cut
+    connection instead of the provider's error.
+    """
+
+    def parts_from_chunk(self, chunk: Any, key: str) -> Iterator[Part]:
+        if isinstance(chunk, dict) and "error" in chunk:
+            return iter(())
+        return super().parts_from_chunk(chunk, key)
+
+
+class DropsRetryAfter(OpenAIChatAdapter):
+    """Maps a 429 to `RateLimitError` but never reads the `Retry-After` header.
+
+    The router then backs off on its own schedule, and callers cannot honour the delay
+    the provider asked for.
+    """
+
+    def error_from_response(
+        self, status: int, headers: Any, body: bytes, phase: str = "generate"
+    ) -> ProviderError:
+        message, code = self.error_message(body)
+        return self.error_from_parts(status, message, code, phase=phase)
+
+
+class LineFeedOnlyFraming(OpenAIChatAdapter):
+    """Frames server-sent events by splitting on `\\n\\n` only.
+
+    Legal `\\r\\n` line ends (some proxies and servers send them) never end an event, so
+    the whole body is read as one unterminated event and dropped.
+    """
+
+    async def iter_sse(self, response: Any, request: Any = None) -> AsyncIterator[Any]:
+        from anyinfer._adapter import SSEEvent
+
+        buf = b""
+        async for chunk in self.iter_bytes(response, request):
+            buf += chunk
+            *events, buf = buf.split(b"\n\n")
+            for event in events:
+                data = [ln[6:] for ln in event.split(b"\n") if ln.startswith(b"data: ")]
+                if data:
+                    yield SSEEvent(None, b"\n".join(data))
+
+
 BROKEN: dict[str, tuple[type[OpenAIChatAdapter], str]] = {
     "broken-stops-at-finish": (StopsAtFinish, "trailing-usage"),
     "broken-holds-usage": (HoldsUsageUntilEnd, "failure-flush"),
@@ -216,5 +264,8 @@ BROKEN: dict[str, tuple[type[OpenAIChatAdapter], str]] = {
     "broken-holds-content": (HoldsBackContent, "failure-flush"),
     "broken-forgets-sentinel": (ForgetsSentinel, "trailing-usage"),
     "broken-pumps-in-background": (PumpsInBackground, "early-exit-cancels"),
+    "broken-ignores-error-chunk": (IgnoresErrorChunk, "error-type"),
+    "broken-drops-retry-after": (DropsRetryAfter, "error-type"),
+    "broken-lf-only-framing": (LineFeedOnlyFraming, "result-agreement"),
 }
 """Provider id -> (adapter class, the guarantee the suite must report broken)."""
