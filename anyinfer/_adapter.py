@@ -627,22 +627,18 @@ class HTTPAdapter(Adapter):
         buf = b""
         data: list[bytes] = []
         event: str | None = None
-        chunks = self.iter_bytes(response, request)
-        ended = False
-        while not ended:
-            try:
-                chunk = await anext(chunks)
-            except StopAsyncIteration:
-                # A CR held back for a possible LF ends its line after all.
-                if not buf.endswith(b"\r"):
-                    break
-                chunk, ended = b"", True
+        # A read that ends in CR ends its line at once (an event must not wait for the
+        # next read, which may never come); an LF opening the next read is its pair.
+        after_cr = False
+        async for chunk in self.iter_bytes(response, request):
+            if after_cr and chunk:
+                after_cr = False
+                if chunk[:1] == b"\n":
+                    chunk = chunk[1:]
+            if b"\r" in chunk:
+                after_cr = chunk.endswith(b"\r")
+                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             buf = buf + chunk if buf else chunk
-            if b"\r" in buf:
-                # Keep a trailing CR: its LF may be in the next read.
-                tail = b"\r" if buf.endswith(b"\r") and not ended else b""
-                body = buf[:-1] if tail else buf
-                buf = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + tail
             lines = buf.split(b"\n")
             buf = lines.pop()
             for line in lines:

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -26,7 +27,15 @@ from anyinfer._providers.anthropic import (
     content_blocks,
 )
 from anyinfer._request import GenerationRequest
-from fakeservers import Fault, Reasoning, Script, ScriptUsage, Text, ToolFragment
+from fakeservers import (
+    Fault,
+    Reasoning,
+    Script,
+    ScriptUsage,
+    Text,
+    ToolFragment,
+    UsagePlacement,
+)
 
 DIALECT = fs.AnthropicDialect()
 NO_RETRY = ai.RetryPolicy(max_retries=0)
@@ -493,8 +502,14 @@ def test_stream_text_thinking_tools_and_split_usage() -> None:
     )
     assert not result.warnings
     updates = [e.usage for e in events if isinstance(e, ai.UsageUpdate)]
-    # message_start reports the input side before any content, message_delta the rest.
-    assert updates[0] == ai.Usage(input_tokens=12, cache_read_tokens=100, cache_write_tokens=7)
+    # message_start reports the input side (and a provisional output count) before any
+    # content, message_delta the final output side.
+    start = DIALECT.render(script, stream=True).frames[0]
+    provisional = dict(start.usage_values).get("output_tokens", 34)
+    assert 0 <= provisional <= 34
+    assert updates[0] == ai.Usage(
+        input_tokens=12, output_tokens=provisional, cache_read_tokens=100, cache_write_tokens=7
+    )
     first_content = next(i for i, e in enumerate(events) if isinstance(e, ai.ReasoningDelta))
     assert events.index(next(e for e in events if isinstance(e, ai.UsageUpdate))) < first_content
     assert updates[1] == ai.Usage(output_tokens=34, reasoning_tokens=9)
@@ -677,6 +692,10 @@ def test_error_event_after_content_raises_typed_error_after_flushing_usage() -> 
             "ContextWindowError",
         ),
         ("api_error", "Internal server error", "ProviderError"),
+        # No HTTP status in a stream: the type says which one it stands for.
+        ("permission_error", "not allowed to use this model", "AuthenticationError"),
+        ("not_found_error", "model: claude-nope", "ModelNotFoundError"),
+        ("invalid_request_error", "bad request", "ProviderError"),
     ],
 )
 def test_error_event_before_content_fails_the_attempt(
@@ -689,7 +708,9 @@ def test_error_event_before_content_fails_the_attempt(
     assert isinstance(error, ai.AllTargetsFailedError)
     info = error.attempts[0].error
     assert info is not None and info.type_name == expected
-    assert info.phase == "stream"
+    assert info.phase == "stream" and info.http_status is None
+    # A request error is not worth a retry; an overloaded or failing server may be.
+    assert info.retryable == (error_type in ("overloaded_error", "rate_limit_error", "api_error"))
     assert isinstance(events[-1], ai.AttemptFailed)
 
 
@@ -713,7 +734,50 @@ def test_disconnect_before_message_delta_is_a_stream_error() -> None:
     )
     events, result, error = stream(fs.FakeTransport(DIALECT, [broken]))
     assert result is None and type(error) is ai.StreamError
-    assert [e.usage for e in events if isinstance(e, ai.UsageUpdate)] == [ai.Usage(input_tokens=3)]
+    # message_start's figures were flushed: the input count and the provisional output.
+    provisional = dict(rendered.frames[0].usage_values).get("output_tokens", 4)
+    assert [e.usage for e in events if isinstance(e, ai.UsageUpdate)] == [
+        ai.Usage(input_tokens=3, output_tokens=provisional)
+    ]
+
+
+@pytest.mark.parametrize("ending", ["cr", "crlf"])
+def test_an_event_ending_a_read_is_reported_before_a_disconnect(ending: str) -> None:
+    # `…\r\r` at the end of a read ends the event: it must not wait for the next read
+    # (which never comes) to learn whether an LF follows.
+    base = Script(pieces=(Text("a"),), usage=ScriptUsage(3, 4), usage_placement="split")
+    script = replace(base, line_ending=ending, fault=Fault("disconnect", at=1))  # type: ignore[arg-type]
+    provisional = dict(DIALECT.render(base, stream=True).frames[0].usage_values)
+    events, result, error = stream(fs.FakeTransport(DIALECT, [script]))
+    assert result is None and isinstance(error, ai.AllTargetsFailedError)
+    info = error.attempts[0].error
+    assert info is not None and info.type_name == "StreamError"
+    assert [e.usage for e in events if isinstance(e, ai.UsageUpdate)] == [
+        ai.Usage(input_tokens=3, output_tokens=provisional.get("output_tokens", 4))
+    ]
+    assert isinstance(events[-1], ai.AttemptFailed)
+
+
+@pytest.mark.parametrize("ending", ["lf", "cr", "crlf"])
+def test_multiline_data_and_line_endings_read_back(ending: str) -> None:
+    script = Script(
+        pieces=(
+            Reasoning("hm"),
+            Text("Hé"),
+            ToolFragment(0, '{"a": [1]}', id="toolu_01z", name="f"),
+        ),
+        finish_reason="tool_calls",
+        usage=ScriptUsage(3, 4, cache_read_tokens=0, cache_write_tokens=1),
+        usage_placement="cumulative",
+        line_ending=ending,  # type: ignore[arg-type]
+        multiline_data=True,
+        read_sizes=(1,),
+    )
+    _, result, error = stream(fs.FakeTransport(DIALECT, [script]), tools=[WEATHER])
+    assert error is None and result is not None
+    assert (result.text, result.reasoning) == ("Hé", "hm")
+    assert result.tool_calls == (ai.ToolCall("toolu_01z", "f", {"a": [1]}),)
+    assert result.usage == ai.Usage(3, 4, 7, cache_read_tokens=0, cache_write_tokens=1)
 
 
 def test_malformed_event_is_a_protocol_error() -> None:
@@ -817,7 +881,9 @@ def test_generate_reads_a_whole_message() -> None:
     )
     assert isinstance(result.raw, dict) and result.raw["type"] == "message"
     blocks = content_blocks(result.raw)
-    assert blocks[0] == {"type": "thinking", "thinking": "weigh options", "signature": "fakesig-0"}
+    signature = json.loads(DIALECT.render(script, stream=False).body)["content"][0]["signature"]
+    assert signature.startswith("E") and len(signature) > 100  # opaque, like a real one
+    assert blocks[0] == {"type": "thinking", "thinking": "weigh options", "signature": signature}
 
 
 # --- thinking signatures across turns -------------------------------------------------------
@@ -854,11 +920,16 @@ def test_signed_thinking_round_trips_into_the_next_turn() -> None:
 
     first_result, final = asyncio.run(go())
     assert final.text == "It is noon."
+    (signed,) = [
+        e["delta"]["signature"]
+        for e in _events(DIALECT.render(first, stream=True))
+        if e["type"] == "content_block_delta" and e["delta"]["type"] == "signature_delta"
+    ]
     sent = transport.requests[1].json["messages"]
     assert sent[1] == {
         "role": "assistant",
         "content": [
-            {"type": "thinking", "thinking": "I should call the clock.", "signature": "fakesig-0"},
+            {"type": "thinking", "thinking": "I should call the clock.", "signature": signed},
             {"type": "tool_use", "id": "toolu_c", "name": "clock", "input": {}},
         ],
     }
@@ -1008,28 +1079,79 @@ def test_dialect_renders_anthropic_event_order() -> None:
     events = _events(DIALECT.render(script, stream=True))
     assert [e["type"] for e in events] == [
         "message_start",
-        "ping",
+        "ping",  # keepalives=(1,)
         "content_block_start",
+        "ping",  # every real stream pings once its first block opens
         "content_block_delta",
         "content_block_stop",
         "content_block_start",
         "content_block_delta",
+        "content_block_delta",  # the empty thinking_delta real streams end with
         "content_block_delta",  # the signature
         "content_block_stop",
         "content_block_start",
         "content_block_delta",
         "content_block_stop",
         "message_delta",
-        "message_delta",  # trailing: usage after the stop reason
+        "message_delta",  # trailing (not Anthropic's shape): usage after the stop reason
         "message_stop",
     ]
-    assert events[7]["delta"]["type"] == "signature_delta"
-    assert "usage" not in events[12] and events[12]["delta"]["stop_reason"] == "end_turn"
-    assert events[13]["usage"] == {
+    assert events[8]["delta"] == {"type": "thinking_delta", "thinking": ""}
+    assert events[9]["delta"]["type"] == "signature_delta"
+    assert "usage" not in events[14] and events[14]["delta"]["stop_reason"] == "end_turn"
+    assert events[15]["usage"] == {
         "input_tokens": 1,
         "cache_read_input_tokens": 3,
         "output_tokens": 2,
     }
+
+
+@pytest.mark.parametrize("placement", ["cumulative", "split"])
+def test_dialect_renders_anthropic_usage_as_real_streams_do(placement: UsagePlacement) -> None:
+    usage = ScriptUsage(12, 30, cache_read_tokens=5, cache_write_tokens=7, reasoning_tokens=9)
+    script = Script(pieces=(Text("hi"),), usage=usage, usage_placement=placement)
+    rendered = DIALECT.render(script, stream=True)
+    events = _events(rendered)
+    start = events[0]["message"]
+    assert start["id"].startswith("msg_01") and len(start["id"]) == 28
+    assert start["id"] == _events(DIALECT.render(script, stream=True))[0]["message"]["id"]
+    other = replace(script, pieces=(Text("ho"),))
+    assert start["id"] != _events(DIALECT.render(other, stream=True))[0]["message"]["id"]
+    provisional = start["usage"]["output_tokens"]
+    assert 0 < provisional <= 30
+    assert start["usage"] == {
+        "input_tokens": 12,
+        "cache_creation_input_tokens": 7,
+        "cache_read_input_tokens": 5,
+        "cache_creation": {"ephemeral_5m_input_tokens": 7, "ephemeral_1h_input_tokens": 0},
+        "output_tokens": provisional,
+        "service_tier": "standard",
+        "inference_geo": "not_available",
+    }
+    assert rendered.frames[0].usage == {
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+    }
+    if provisional != 30:
+        assert rendered.frames[0].usage_values == (("output_tokens", provisional),)
+    (delta,) = [e for e in events if e["type"] == "message_delta"]
+    final = {"output_tokens": 30, "output_tokens_details": {"thinking_tokens": 9}}
+    if placement == "cumulative":
+        final = {
+            "input_tokens": 12,
+            "cache_creation_input_tokens": 7,
+            "cache_read_input_tokens": 5,
+            **final,
+        }
+    assert delta["usage"] == final
+    assert delta["delta"] == {
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "stop_details": None,
+    }
+    assert dict(rendered.headers)["request-id"].startswith("req_011C")
 
 
 def test_dialect_sends_tool_calls_whole_in_slot_order() -> None:
@@ -1044,11 +1166,19 @@ def test_dialect_sends_tool_calls_whole_in_slot_order() -> None:
     )
     events = _events(DIALECT.render(script, stream=True))
     starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+    direct = {"type": "direct"}
     assert starts == [
         {"type": "text", "text": ""},
-        {"type": "tool_use", "name": "f", "input": {}},  # no id in the script: none sent
-        {"type": "tool_use", "id": "id1", "name": "g", "input": {}},
+        {"type": "tool_use", "name": "f", "input": {}, "caller": direct},  # no id: none sent
+        {"type": "tool_use", "id": "id1", "name": "g", "input": {}, "caller": direct},
     ]
+    # Every tool block opens its input with an empty fragment; `{}` sends nothing else.
+    fragments = [
+        (e["index"], e["delta"]["partial_json"])
+        for e in events
+        if e["type"] == "content_block_delta" and e["delta"]["type"] == "input_json_delta"
+    ]
+    assert fragments == [(1, ""), (2, ""), (2, '{"b":'), (2, " 1}")]
     with pytest.raises(ValueError, match=r"0\.\.n-1"):
         DIALECT.render(Script(pieces=(ToolFragment(2, "{}"),)), stream=True)
 
@@ -1056,11 +1186,14 @@ def test_dialect_sends_tool_calls_whole_in_slot_order() -> None:
 def test_dialect_error_and_models_shapes() -> None:
     error = DIALECT.render_error(Fault("status", status=529, message="busy"))
     assert error.status == 529
-    assert json.loads(error.body) == {
+    body = json.loads(error.body)
+    assert body == {
         "type": "error",
         "error": {"type": "overloaded_error", "message": "busy"},
-        "request_id": "req_fakeservers",
+        "request_id": body["request_id"],
     }
+    assert body["request_id"].startswith("req_011C") and len(body["request_id"]) == 28
+    assert dict(error.headers)["request-id"] == body["request_id"]
     coded = DIALECT.render_error(Fault("status", status=400, code="context_length_exceeded"))
     assert json.loads(coded.body)["error"]["type"] == "context_length_exceeded"
     listing = json.loads(DIALECT.models_response(["m"]).body)

@@ -1,7 +1,7 @@
 """Anthropic Messages (`POST /messages`), streaming and not.
 
-The wire shapes follow recorded Anthropic traffic (`/work/shared/wire`). A stream is a
-sequence of typed server-sent events:
+The wire shapes follow recorded Anthropic traffic (`shared/wire`, the repository's
+sibling folder). A stream is a sequence of typed server-sent events:
 
 - `message_start` carries the `Message` shell and the first usage report (input tokens,
   cache writes `cache_creation_input_tokens`, cache reads `cache_read_input_tokens`, and
@@ -11,10 +11,13 @@ sequence of typed server-sent events:
   `signature_delta`), `redacted_thinking` (opaque `data`, no deltas), `tool_use` (id and
   name at the start, arguments as `input_json_delta` fragments), and server-side tool
   blocks such as `server_tool_use` and `web_search_tool_result`;
-- `message_delta` carries `stop_reason` and the final usage (later figures win when the
-  core merges them);
+- `message_delta` carries `stop_reason` and the final, cumulative usage (later figures
+  win when the core merges them, so the provisional `output_tokens` of `message_start`
+  is replaced);
 - `message_stop` is the terminal sentinel; `ping` events are keep-alives; an `error`
-  event inside the stream (`overloaded_error`, ...) fails the attempt with a typed error.
+  event inside the stream (`overloaded_error`, ...) fails the attempt with a typed error
+  chosen by the status its type stands for (`ERROR_TYPE_STATUS`), after the usage
+  already received has been reported.
 
 Mapping decisions this adapter documents:
 
@@ -82,6 +85,7 @@ from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 __all__ = [
     "DEFAULT_API_VERSION",
     "DEFAULT_MAX_TOKENS",
+    "ERROR_TYPE_STATUS",
     "FINISH_MAP",
     "MIN_THINKING_BUDGET",
     "PROVIDER_DATA_KEY",
@@ -117,6 +121,21 @@ FINISH_MAP: Mapping[str, str] = {
     "refusal": "content_filter",
 }
 """Anthropic `stop_reason` values with a neutral meaning; others pass through verbatim."""
+
+ERROR_TYPE_STATUS: Mapping[str, int] = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+"""The HTTP status each documented Anthropic error type stands for (Anthropic's "HTTP
+errors" table): how an in-stream `error` event, which has none, is classified."""
 
 PROVIDER_DATA_KEY = "anthropic"
 """`Message.provider_data` key under which an assistant turn keeps its native blocks."""
@@ -534,14 +553,27 @@ class AnthropicAdapter(HTTPAdapter):
         """Anthropic's context-limit wording first, then the shared mapping.
 
         `prompt is too long` is already known to the shared mapping; Anthropic also
-        says `input length and max_tokens exceed context limit`.
+        says `input length and max_tokens exceed context limit`. An `error` event inside
+        a stream has no HTTP status of its own: its documented error type stands for one
+        (`ERROR_TYPE_STATUS`, e.g. `overloaded_error` → 529, `permission_error` → 403),
+        which picks the error class and whether a retry could help; the error's
+        `http_status` stays `None`.
         """
         lowered = message.lower()
+        pid = self.instance_id
         if any(phrase in lowered for phrase in _CONTEXT_PHRASES):
-            pid = self.instance_id
             where = f"HTTP {status}" if status is not None else "error frame"
             return ContextWindowError(
                 f"{pid}: {where}: {message}", provider=pid, http_status=status, phase=phase
+            )
+        stands_for = ERROR_TYPE_STATUS.get(code or "") if status is None else None
+        if stands_for is not None:
+            typed = super().error_from_parts(stands_for, message, code, phase=phase)
+            return type(typed)(
+                f"{pid}: error frame ({code}): {message or 'no message'}",
+                provider=pid,
+                phase=phase,
+                retryable=typed.retryable,
             )
         return super().error_from_parts(status, message, code, retry_after=retry_after, phase=phase)
 

@@ -82,6 +82,8 @@ class WireProfile:
         line_endings: Line terminators the real server uses.
         text_with_tools: Whether text may precede tool calls in one response.
         max_tool_calls: Most parallel tool calls in one response.
+        tool_call_id_prefix: How the provider's tool-call ids begin (`call_` for
+            OpenAI, `toolu_01` for Anthropic); realistic scripts' ids start with it.
     """
 
     usage_placements: tuple[UsagePlacement, ...] = ("finish",)
@@ -93,6 +95,7 @@ class WireProfile:
     line_endings: tuple[LineEnding, ...] = ("lf",)
     text_with_tools: bool = True
     max_tool_calls: int = 3
+    tool_call_id_prefix: str = "call_"
 
 
 _LINE_ENDINGS: dict[str, bytes] = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}

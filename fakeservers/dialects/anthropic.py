@@ -1,18 +1,23 @@
 """Anthropic Messages (`POST …/messages`), streamed and whole.
 
-The wire shapes follow recorded Anthropic traffic (`/work/shared/wire`): every event is
-sent as `event: <type>` plus `data: <json>` whose `type` repeats the name; a stream opens
-with `message_start` (the `Message` shell), builds content blocks one at a time with
+The wire shapes follow recorded Anthropic traffic (the recordings in `shared/wire`, the
+repository's sibling folder), the streaming and error pages of Anthropic's API
+documentation, and the official `anthropic` SDK's types. Every event is sent as
+`event: <type>` plus `data: <json>` whose `type` repeats the name; a stream opens with
+`message_start` (the `Message` shell), builds content blocks one at a time with
 `content_block_start` / `content_block_delta` / `content_block_stop`, reports the stop
-reason and output usage in `message_delta`, and ends with `message_stop`. Keep-alives
-are `ping` events rather than comment lines.
+reason and the final usage in exactly one `message_delta`, and ends with `message_stop`.
+Keep-alives are `ping` events rather than comment lines; an error inside a 200 stream is
+an `error` event.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._script import (
@@ -25,35 +30,99 @@ from .._script import (
     Text,
     ToolFragment,
 )
-from ._base import Dialect, json_bytes
+from ._base import Dialect, InStreamError, WireProfile, json_bytes
 
-__all__ = ["AnthropicDialect"]
+__all__ = ["STOP_REASONS", "AnthropicDialect"]
 
-_ID = "msg_fakeservers"
 _CREATED_AT = "2025-01-01T00:00:00Z"
 
-_STOP_REASONS = {
+STOP_REASONS: dict[str, str] = {
     "stop": "end_turn",
     "length": "max_tokens",
     "tool_calls": "tool_use",
     "content_filter": "refusal",
 }
+"""Anthropic's `stop_reason` for each neutral finish reason; others are sent verbatim."""
 
+# Anthropic's error type per HTTP status, from its API documentation ("HTTP errors"):
+# other 4xx statuses use `invalid_request_error`, other 5xx ones `api_error`.
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
+    402: "billing_error",
     403: "permission_error",
     404: "not_found_error",
-    408: "timeout_error",
     413: "request_too_large",
     429: "rate_limit_error",
-    503: "overloaded_error",
+    500: "api_error",
+    504: "timeout_error",
     529: "overloaded_error",
 }
 
-# Neutral usage fields, the Anthropic name of each, and which side of the split it is on.
+# The `anyinfer` error a faithful adapter raises for each error type when it arrives in
+# an `error` event (no HTTP status to go by: the type says what the status would be).
+_IN_STREAM_ERRORS = {
+    "invalid_request_error": "ProviderError",
+    "authentication_error": "AuthenticationError",
+    "billing_error": "ProviderError",
+    "permission_error": "AuthenticationError",
+    "not_found_error": "ModelNotFoundError",
+    "request_too_large": "ProviderError",
+    "rate_limit_error": "RateLimitError",
+    "api_error": "ProviderError",
+    "timeout_error": "ProviderError",
+    "overloaded_error": "OverloadedError",
+}
+
+# Neutral usage fields on the input side of the split (reported in `message_start`).
 _INPUT_SIDE = ("input_tokens", "cache_read_tokens", "cache_write_tokens")
 _OUTPUT_SIDE = ("output_tokens", "reasoning_tokens")
+
+_WIRE_ORDER = (
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "cache_creation",
+    "output_tokens",
+    "output_tokens_details",
+)
+
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _seed(script: Script) -> str:
+    """What a script's ids derive from: the script without its fault, so that a cut
+    measured on the fault-free rendering lands on the same bytes the server sends."""
+    return repr(replace(script, fault=None))
+
+
+def _digest(seed: str) -> bytes:
+    return hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()
+
+
+def _base62(seed: str, length: int) -> str:
+    number = int.from_bytes(_digest(seed), "big")
+    out = []
+    for _ in range(length):
+        number, rest = divmod(number, 62)
+        out.append(_BASE62[rest])
+    return "".join(out)
+
+
+def _message_id(seed: str) -> str:
+    """`msg_01` and 22 base-62 characters, like `msg_01ALwQ87pTS7hH1PjSdC9wJD`."""
+    return "msg_01" + _base62("msg" + seed, 22)
+
+
+def _request_id(seed: str) -> str:
+    """`req_011C` and 20 base-62 characters, like `req_011CdufXo8Y2LVfY2veyuQWG`."""
+    return "req_011C" + _base62("req" + seed, 20)
+
+
+def _signature(seed: str) -> str:
+    """An opaque thinking signature: base64 of a protobuf-like blob, starting `E…`."""
+    blob = b"\x12" + b"".join(_digest(f"sig{n}{seed}") for n in range(8))
+    return base64.b64encode(blob).decode("ascii")
 
 
 @dataclass(slots=True)
@@ -68,28 +137,69 @@ class _Block:
 class AnthropicDialect(Dialect):
     """The Anthropic Messages protocol.
 
-    Content blocks are built from the script's pieces: a run of text pieces is one
-    `text` block (a `text_delta` per piece), a run of reasoning pieces one `thinking`
-    block (a `thinking_delta` per piece, then a `signature_delta`), and each tool call one
-    `tool_use` block (`id` and `name` in `content_block_start`, one `input_json_delta` per
-    fragment). Anthropic never interleaves blocks, and a tool call's slot is its position
+    Content blocks are built from the script's pieces: a run of reasoning pieces is one
+    `thinking` block (`thinking` and `signature` empty at the start, a `thinking_delta`
+    per piece, then an empty `thinking_delta` and the whole `signature_delta`, as the
+    recordings show), a run of text pieces one `text` block (a `text_delta` per piece),
+    and each tool call one `tool_use` block (`id`, `name`, `input: {}` and
+    `caller: {"type": "direct"}` at the start, then an empty `input_json_delta` and one
+    per fragment; a call whose arguments are `{}` sends only the empty one, as Anthropic
+    does). Anthropic never interleaves blocks, and a tool call's slot is its position
     among the `tool_use` blocks, so a call is sent whole, at the position of its first
-    fragment, once every lower slot has been sent; a script's tool slots must therefore be
-    numbered `0..n-1`. An `id` or `name` the script omits is left out of the block.
+    fragment, once every lower slot has been sent; a script's tool slots must therefore
+    be numbered `0..n-1`. An `id` or `name` the script omits is left out of the block.
+    One `ping` follows the first `content_block_start`, as in every recorded stream;
+    `Script.keepalives` add more (never before `message_start`: index 0 sends one right
+    after it).
 
     Finish reasons map `stop` → `end_turn`, `length` → `max_tokens`, `tool_calls` →
-    `tool_use`, `content_filter` → `refusal`; other values are sent verbatim. Usage uses
-    Anthropic's names (`input_tokens`, `output_tokens`, `cache_read_input_tokens`,
-    `cache_creation_input_tokens`, `output_tokens_details.thinking_tokens`), each field
-    only when the script sets it. Placement: `split` puts the input-side figures in
-    `message_start` and the output-side ones in `message_delta` (Anthropic's own split);
-    `finish` puts all of them in `message_delta`; `trailing` sends them in a second,
-    usage-only `message_delta` after the one with the stop reason.
+    `tool_use`, `content_filter` → `refusal` (with `stop_details` of type `refusal`);
+    other values are sent verbatim. Usage uses Anthropic's names (`input_tokens`,
+    `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens` with its
+    `cache_creation` breakdown, `output_tokens_details.thinking_tokens`), each field only
+    when the script sets it. Placements:
+
+    - `cumulative` (what every recorded stream does): `message_start` reports the
+      input-side figures and a provisional `output_tokens` (at most the final count:
+      the recordings show 0 to 8 and some higher), and `message_delta` repeats every
+      figure with the final `output_tokens` (Anthropic: "the token counts in the usage
+      field of the message_delta event are cumulative").
+    - `split` (the shape of Anthropic's documented 2024 example): the same
+      `message_start`, and a `message_delta` reporting only the output side.
+    - Outside the profile (the hostile world): `finish` puts every figure in
+      `message_delta` and none in `message_start`; `trailing` sends a second, usage-only
+      `message_delta` after the one with the stop reason; `none` sends no usage.
+
+    Ids are unique per script and stable across renders (`msg_01…`, `request-id:
+    req_011C…`), derived from a hash of the script. The whole (non-streamed) `Message`
+    carries the same blocks, stop reason and usage.
+
+    `profile` states what real Anthropic traffic has (see `WireProfile`): usage
+    `cumulative` or `split`, input, output and cache figures always (every recording
+    reports the cache counts, 0 when unused), `thinking_tokens` sometimes; thinking
+    blocks; `ping` keep-alives; in-stream `overloaded_error` (the documented example,
+    which stands for HTTP 529) and `api_error` (500); `\\n` line ends; text before tool
+    calls and parallel calls.
     """
 
     name = "anthropic-messages"
     base_path = "/v1"
     content_type = "text/event-stream"
+    profile = WireProfile(
+        usage_placements=("cumulative", "split"),
+        usage_fields=("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"),
+        optional_usage_fields=("reasoning_tokens",),
+        reasoning=True,
+        keepalives=True,
+        in_stream_errors=(
+            InStreamError(529, "overloaded_error", "Overloaded"),
+            InStreamError(500, "api_error", "Internal server error"),
+        ),
+        line_endings=("lf",),
+        text_with_tools=True,
+        max_tool_calls=3,
+        tool_call_id_prefix="toolu_01",
+    )
 
     # --- rendering -----------------------------------------------------------------
 
@@ -136,43 +246,100 @@ class AnthropicDialect(Dialect):
         """
         return self.sse_event({"type": "error", "error": {"type": error_type, "message": message}})
 
+    def error_frame(self, fault: Fault) -> bytes:
+        """The `error` event of Anthropic's streaming documentation.
+
+        `{"type": "error", "error": {"type": ..., "message": ...}}`: the type is
+        `fault.code` when set, else Anthropic's type for `fault.status`
+        (`overloaded_error` for 529, `api_error` for 500, `rate_limit_error` for 429, ...).
+
+        Args:
+            fault: The `provider_error` fault.
+
+        Returns:
+            The event's bytes; nothing follows it (the body ends).
+        """
+        return self.error_event(fault.code or _error_type(fault.status), fault.message)
+
+    def in_stream_error_types(self, fault: Fault) -> frozenset[str] | None:
+        """What an `error` event's type stands for, without an HTTP status to go by.
+
+        An uncoded fault's frame carries Anthropic's type for its status, and that type
+        is all an adapter sees: a 408 becomes `invalid_request_error` (a plain
+        `ProviderError`), a 503 `api_error`. Coded faults are judged by their status and
+        code as usual.
+
+        Args:
+            fault: The `provider_error` fault.
+
+        Returns:
+            The acceptable error class names, or `None` for the default.
+        """
+        if fault.code is not None:
+            return None
+        return frozenset({_IN_STREAM_ERRORS[_error_type(fault.status)]})
+
     def _render_stream(self, script: Script, blocks: list[_Block]) -> Rendered:
+        seed = _seed(script)
         usage = script.usage if script.usage_placement != "none" else None
         placement = script.usage_placement
+        running = placement in ("cumulative", "split")
         frames: list[Frame] = []
 
-        start_fields = _INPUT_SIDE if placement == "split" else ()
-        start_usage, start_set = _usage_json(usage, start_fields)
+        start_usage: dict[str, Any] = {}
+        start_set: frozenset[str] = frozenset()
+        provisional: tuple[tuple[str, int], ...] = ()
+        if running and usage is not None:
+            start_usage, start_set = _usage_json(usage, _INPUT_SIDE, breakdown=True)
+            if usage.output_tokens is not None:
+                early = _provisional(usage.output_tokens, seed)
+                start_usage["output_tokens"] = early
+                start_set |= {"output_tokens"}
+                if early != usage.output_tokens:
+                    provisional = (("output_tokens", early),)
+            start_usage["service_tier"] = "standard"
+            start_usage["inference_geo"] = "not_available"
         shell: dict[str, Any] = {
-            "id": _ID,
+            "model": script.model,
+            "id": _message_id(seed),
             "type": "message",
             "role": "assistant",
-            "model": script.model,
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
+            "stop_details": None,
             "usage": start_usage,
         }
         frames.append(
-            Frame(self.sse_event({"type": "message_start", "message": shell}), usage=start_set)
+            Frame(
+                self.sse_event({"type": "message_start", "message": shell}),
+                usage=start_set,
+                usage_values=provisional,
+            )
         )
 
         for number, block in enumerate(blocks):
-            frames.extend(self._block_frames(script, number, block))
+            block_frames = self._block_frames(script, number, block, seed)
+            if number == 0:
+                # Every recorded stream pings right after its first block opens.
+                block_frames.insert(1, Frame(self.keepalive_frame(), keepalive=True))
+            frames.extend(block_frames)
 
         if placement == "split":
             delta_fields: tuple[str, ...] = _OUTPUT_SIDE
-        elif placement == "finish":
+        elif placement in ("cumulative", "finish"):
             delta_fields = _INPUT_SIDE + _OUTPUT_SIDE
         else:
             delta_fields = ()
         delta_usage, delta_set = _usage_json(usage, delta_fields)
         reason = script.finish_reason
+        stop_reason = None if reason is None else STOP_REASONS.get(reason, reason)
         message_delta: dict[str, Any] = {
             "type": "message_delta",
             "delta": {
-                "stop_reason": None if reason is None else _STOP_REASONS.get(reason, reason),
+                "stop_reason": stop_reason,
                 "stop_sequence": None,
+                "stop_details": _stop_details(stop_reason),
             },
         }
         if delta_set:
@@ -195,12 +362,21 @@ class AnthropicDialect(Dialect):
             (
                 ("content-type", f"{self.content_type}; charset=utf-8"),
                 ("cache-control", "no-cache"),
+                ("request-id", _request_id(seed)),
             ),
             self.finish_frames(frames, script),
             malformed=self.malformed_frame(),
         )
 
-    def _block_frames(self, script: Script, number: int, block: _Block) -> list[Frame]:
+    def with_keepalives(self, frames: Sequence[Frame], before: Iterable[int]) -> tuple[Frame, ...]:
+        """Insert `ping` events before the given frame indices, never before the first.
+
+        Anthropic pings only once a stream has opened, so index 0 sends its ping right
+        after `message_start` (see `Dialect.with_keepalives` for the rest).
+        """
+        return super().with_keepalives(frames, [max(1, index) for index in before])
+
+    def _block_frames(self, script: Script, number: int, block: _Block, seed: str) -> list[Frame]:
         frames: list[Frame] = []
         start: dict[str, Any]
         if block.kind == "text":
@@ -219,7 +395,11 @@ class AnthropicDialect(Dialect):
                 assert isinstance(piece, Reasoning)
                 delta = {"type": "thinking_delta", "thinking": piece.text}
                 frames.append(Frame(self._delta_event(number, delta), pieces=(i,)))
-            signature = {"type": "signature_delta", "signature": f"fakesig-{number}"}
+            # The recordings close a thinking block with an empty thinking_delta, then
+            # the whole signature in one signature_delta.
+            empty = {"type": "thinking_delta", "thinking": ""}
+            frames.append(Frame(self._delta_event(number, empty)))
+            signature = {"type": "signature_delta", "signature": _signature(f"{number}{seed}")}
             frames.append(Frame(self._delta_event(number, signature)))
         else:
             first = script.pieces[block.pieces[0]]
@@ -230,13 +410,26 @@ class AnthropicDialect(Dialect):
             if first.name is not None:
                 start["name"] = first.name
             start["input"] = {}
+            start["caller"] = {"type": "direct"}
             # The start already delivers the call's id and name.
             frames.append(Frame(self._start_event(number, start), pieces=(block.pieces[0],)))
-            for i in block.pieces:
-                piece = script.pieces[i]
-                assert isinstance(piece, ToolFragment)
-                delta = {"type": "input_json_delta", "partial_json": piece.arguments}
-                frames.append(Frame(self._delta_event(number, delta), pieces=(i,)))
+            fragments = [script.pieces[i] for i in block.pieces]
+            arguments = "".join(f.arguments for f in fragments if isinstance(f, ToolFragment))
+            empty = {"type": "input_json_delta", "partial_json": ""}
+            if _is_empty_object(arguments):
+                # An argument-less call: Anthropic sends one empty fragment and no `{}`.
+                rest = tuple(block.pieces[1:])
+                frames.append(Frame(self._delta_event(number, empty), pieces=rest))
+            else:
+                # Every recorded tool block opens its input with an empty fragment.
+                frames.append(Frame(self._delta_event(number, empty)))
+                for i in block.pieces:
+                    piece = script.pieces[i]
+                    assert isinstance(piece, ToolFragment)
+                    if i == block.pieces[0] and not piece.arguments:
+                        continue  # an empty first fragment: the start delivered it
+                    delta = {"type": "input_json_delta", "partial_json": piece.arguments}
+                    frames.append(Frame(self._delta_event(number, delta), pieces=(i,)))
         stop = {"type": "content_block_stop", "index": number}
         frames.append(Frame(self.sse_event(stop)))
         return frames
@@ -250,6 +443,7 @@ class AnthropicDialect(Dialect):
         return self.sse_event({"type": "content_block_delta", "index": number, "delta": delta})
 
     def _render_whole(self, script: Script, blocks: list[_Block]) -> Rendered:
+        seed = _seed(script)
         content: list[dict[str, Any]] = []
         for number, block in enumerate(blocks):
             texts = [script.pieces[i] for i in block.pieces]
@@ -260,32 +454,43 @@ class AnthropicDialect(Dialect):
                     {
                         "type": "thinking",
                         "thinking": "".join(_texts(texts)),
-                        "signature": f"fakesig-{number}",
+                        "signature": _signature(f"{number}{seed}"),
                     }
                 )
             else:
                 content.append(_whole_tool_use(texts))
         reason = script.finish_reason
+        stop_reason = None if reason is None else STOP_REASONS.get(reason, reason)
         payload: dict[str, Any] = {
-            "id": _ID,
+            "model": script.model,
+            "id": _message_id(seed),
             "type": "message",
             "role": "assistant",
-            "model": script.model,
             "content": content,
-            "stop_reason": None if reason is None else _STOP_REASONS.get(reason, reason),
+            "stop_reason": stop_reason,
             "stop_sequence": None,
+            "stop_details": _stop_details(stop_reason),
         }
         usage_set: frozenset[str] = frozenset()
         if script.usage is not None and script.usage_placement != "none":
-            payload["usage"], usage_set = _usage_json(script.usage, _INPUT_SIDE + _OUTPUT_SIDE)
-        return self.whole_response(script, payload, usage=usage_set, finish=reason is not None)
+            whole_usage, usage_set = _usage_json(
+                script.usage, _INPUT_SIDE + _OUTPUT_SIDE, breakdown=True
+            )
+            whole_usage["service_tier"] = "standard"
+            whole_usage["inference_geo"] = "not_available"
+            payload["usage"] = whole_usage
+        rendered = self.whole_response(script, payload, usage=usage_set, finish=reason is not None)
+        return replace(rendered, headers=(*rendered.headers, ("request-id", _request_id(seed))))
 
     def render_error(self, fault: Fault) -> Rendered:
-        """Render `{"type": "error", "error": {"type", "message"}}` with `fault.status`.
+        """Render `{"type": "error", "error": {"type", "message"}, "request_id"}`.
 
-        The error type is `fault.code` when set, else Anthropic's type for the status
-        (`rate_limit_error` for 429, `overloaded_error` for 529, `api_error` for other
-        server errors, ...).
+        The error type is `fault.code` when set, else Anthropic's documented type for
+        the status (`invalid_request_error` for 400 and other 4xx statuses,
+        `authentication_error` 401, `permission_error` 403, `not_found_error` 404,
+        `request_too_large` 413, `rate_limit_error` 429, `api_error` 500 and other 5xx
+        statuses, `timeout_error` 504, `overloaded_error` 529). The request id (body
+        and `request-id` header) is derived from the fault.
 
         Args:
             fault: The `status` fault.
@@ -293,15 +498,16 @@ class AnthropicDialect(Dialect):
         Returns:
             The error response, with `retry-after` when `fault.retry_after` is set.
         """
-        default = _ERROR_TYPES.get(
-            fault.status, "api_error" if fault.status >= 500 else "invalid_request_error"
-        )
+        request_id = _request_id(repr(fault))
         payload = {
             "type": "error",
-            "error": {"type": fault.code or default, "message": fault.message},
-            "request_id": "req_fakeservers",
+            "error": {"type": fault.code or _error_type(fault.status), "message": fault.message},
+            "request_id": request_id,
         }
-        headers: list[tuple[str, str]] = [("content-type", "application/json")]
+        headers: list[tuple[str, str]] = [
+            ("content-type", "application/json"),
+            ("request-id", request_id),
+        ]
         if fault.retry_after is not None:
             headers.append(("retry-after", f"{fault.retry_after:g}"))
         return Rendered(fault.status, tuple(headers), (Frame(json_bytes(payload)),))
@@ -311,7 +517,7 @@ class AnthropicDialect(Dialect):
         return b"event: content_block_delta\ndata: {not json\n\n"
 
     def keepalive_frame(self) -> bytes:
-        """Anthropic's keep-alive: a `ping` event."""
+        """Anthropic's keep-alive, byte for byte as recorded: a `ping` event."""
         return b'event: ping\ndata: {"type": "ping"}\n\n'
 
     def models_response(self, models: Sequence[str]) -> Rendered:
@@ -346,6 +552,36 @@ class AnthropicDialect(Dialect):
         return method == "POST" and path.rstrip("/").endswith("/messages")
 
 
+def _error_type(status: int) -> str:
+    """Anthropic's documented error type for an HTTP status."""
+    return _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+
+
+def _provisional(final: int, seed: str) -> int:
+    """The `output_tokens` a `message_start` reports: a small count, never above the
+    final one (the recordings show 0 to 8, and higher when a tool call opens)."""
+    return min(final, 1 + _digest("out" + seed)[0] % 8)
+
+
+def _stop_details(stop_reason: str | None) -> dict[str, Any] | None:
+    """`stop_details`: a `refusal` object for refusals (as recorded), else `null`."""
+    if stop_reason != "refusal":
+        return None
+    return {
+        "type": "refusal",
+        "category": "general_harms",
+        "explanation": "This request was blocked by a content policy classifier.",
+    }
+
+
+def _is_empty_object(arguments: str) -> bool:
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and not parsed
+
+
 def _texts(pieces: Sequence[Any]) -> list[str]:
     return [p.text for p in pieces if isinstance(p, Text | Reasoning)]
 
@@ -364,6 +600,7 @@ def _whole_tool_use(fragments: Sequence[Any]) -> dict[str, Any]:
     except ValueError:
         arguments = {}
     block["input"] = arguments if isinstance(arguments, dict) else {}
+    block["caller"] = {"type": "direct"}
     return block
 
 
@@ -408,9 +645,13 @@ def _blocks(script: Script) -> list[_Block]:
 
 
 def _usage_json(
-    usage: ScriptUsage | None, names: Sequence[str]
+    usage: ScriptUsage | None, names: Sequence[str], *, breakdown: bool = False
 ) -> tuple[dict[str, Any], frozenset[str]]:
-    """Anthropic's `usage` object for the named neutral fields the script sets."""
+    """Anthropic's `usage` object for the named neutral fields the script sets.
+
+    With `breakdown`, a cache write also gets the `cache_creation` object that
+    `message_start` and whole messages carry (all of it in the 5-minute bucket).
+    """
     out: dict[str, Any] = {}
     sent: set[str] = set()
     if usage is None:
@@ -430,4 +671,11 @@ def _usage_json(
             out["output_tokens_details"] = {"thinking_tokens": value}
         else:
             out[wire[name]] = value
-    return out, frozenset(sent)
+    if breakdown and usage.cache_write_tokens is not None and "cache_write_tokens" in names:
+        out["cache_creation"] = {
+            "ephemeral_5m_input_tokens": usage.cache_write_tokens,
+            "ephemeral_1h_input_tokens": 0,
+        }
+    # The recorded order: input, cache writes, cache reads, breakdown, output.
+    order = {key: n for n, key in enumerate(_WIRE_ORDER)}
+    return dict(sorted(out.items(), key=lambda item: order[item[0]])), frozenset(sent)
