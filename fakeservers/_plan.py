@@ -82,7 +82,7 @@ def plan(rendered: Rendered, script: Script, dialect: Dialect | None = None) -> 
       before frame `at`; the remaining frames follow.
     - `stall`: frames before `at` are written, then `Stall`.
     - `provider_error`: frames before `at` (see `provider_error_at`) are written, then
-      the dialect's `error_frame`, and the body ends cleanly.
+      the dialect's `stream_error_frame`, and the body ends cleanly.
     - `status`: not applied here; the servers answer with the dialect's
       `render_error` instead of rendering the script (see `error_answer`).
     - `bomb`: not applied here; the servers answer with a compressed body instead.
@@ -121,11 +121,16 @@ def plan(rendered: Rendered, script: Script, dialect: Dialect | None = None) -> 
             chunks = chunks[:at]
             ending = Stall()
         elif fault.kind == "provider_error":
-            frame = dialect.error_frame(fault) if dialect is not None else None
+            at = provider_error_at(rendered, fault)
+            frame = (
+                dialect.stream_error_frame(fault, script, rendered.frames[:at])
+                if dialect is not None
+                else None
+            )
             if frame is None:
                 name = dialect.name if dialect is not None else "(no dialect given)"
                 raise ValueError(f"dialect {name} has no in-stream error frame")
-            chunks = [*chunks[: provider_error_at(rendered, fault)], frame]
+            chunks = [*chunks[:at], frame]
         else:  # pragma: no cover - FaultKind is closed; guards a caller's typo
             raise ValueError(f"unknown fault kind {fault.kind!r}")
 

@@ -157,8 +157,16 @@ def test_stream_render_round_trip() -> None:
         0: ("call_a", "weather", {"city": "Zürich"}),
         1: ("call_b", "clock", {}),
     }
-    # A fragment without id/name carries neither, nor a type.
-    second = frame_payload(rendered.frames[5])["choices"][0]["delta"]["tool_calls"][0]
+    # A call opens with its id, type and name and no argument text (as OpenAI sends it);
+    # a fragment without id/name carries neither, nor a type.
+    header = frame_payload(rendered.frames[4])["choices"][0]["delta"]["tool_calls"][0]
+    assert header == {
+        "index": 0,
+        "id": "call_a",
+        "type": "function",
+        "function": {"name": "weather", "arguments": ""},
+    }
+    second = frame_payload(rendered.frames[6])["choices"][0]["delta"]["tool_calls"][0]
     assert second == {"index": 0, "function": {"arguments": '"Zürich"}'}}
 
     # Trailing usage: a usage-only chunk after the finish chunk, `usage: null` elsewhere.
@@ -168,23 +176,41 @@ def test_stream_render_round_trip() -> None:
         "prompt_tokens": 11,
         "completion_tokens": 7,
         "total_tokens": 18,
-        "prompt_tokens_details": {"cached_tokens": 3},
-        "completion_tokens_details": {"reasoning_tokens": 2},
+        "prompt_tokens_details": {"cached_tokens": 3, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 2,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
     }
     assert all(c["usage"] is None for c in chunks[:-1])
     assert "Zürich".encode() in rendered.body  # raw UTF-8, not \\u escapes
 
     # Frame bookkeeping matches the wire.
     frames = rendered.frames
-    assert [f.pieces for f in frames] == [(), (0,), (1,), (2,), (3,), (4,), (5,), (), (), ()]
-    assert [f.finish for f in frames].index(True) == 7
-    assert frames[8].usage == {
+    assert [f.pieces for f in frames] == [
+        (),
+        (0,),
+        (1,),
+        (2,),
+        (3,),  # the call's header ...
+        (3,),  # ... and its first fragment's text
+        (4,),
+        (5,),
+        (5,),
+        (),
+        (),
+        (),
+    ]
+    assert [f.finish for f in frames].index(True) == 9
+    assert frames[10].usage == {
         "input_tokens",
         "output_tokens",
         "cache_read_tokens",
         "reasoning_tokens",
     }
-    assert frames[9].sentinel and frames[9].data == b"data: [DONE]\n\n"
+    assert frames[11].sentinel and frames[11].data == b"data: [DONE]\n\n"
     assert sum(bool(f.usage) for f in frames) == 1
 
 

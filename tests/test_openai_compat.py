@@ -39,7 +39,9 @@ from fakeservers import (
     ScriptUsage,
     Text,
     ToolFragment,
+    get_dialect,
 )
+from fakeservers.dialects import OpenAIChatDialect
 from fakeservers.dialects.llama_cpp import PREDICTED_MS, PROMPT_MS
 
 BASE = "http://127.0.0.1:9/v1"  # never dialled: every test brings a transport or a server
@@ -988,3 +990,50 @@ def test_llama_cpp_discovery_prefers_the_loaded_context() -> None:
         {"n_ctx_train": 2048},
     )
     assert (bare.id, bare.context_window) == ("no-meta", None)
+
+
+# --- refusals -------------------------------------------------------------------------------
+
+
+def _refusing_script() -> Script:
+    """A script the `openai-chat` dialect renders as a model refusal."""
+    dialect = get_dialect("openai-chat")
+    assert isinstance(dialect, OpenAIChatDialect)
+    for n in range(64):
+        script = Script(
+            pieces=(Text("I can't "), Text(f"help with that ({n}).")),
+            finish_reason="content_filter",
+            usage=ScriptUsage(5, 4),
+        )
+        if dialect.refuses(script):
+            return script
+    raise AssertionError("no refusing script among 64")
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai-compat"])
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_refusal_is_text_with_a_content_filter_finish(provider: str, streamed: bool) -> None:
+    script = _refusing_script()
+    rendered = get_dialect("openai-chat").render(script, stream=streamed)
+    assert b'"refusal":"I can' in rendered.body and b'"finish_reason":"stop"' in rendered.body
+    s = settings(FakeTransport("openai-chat", [script]), provider, api_key="sk-test")
+    target = f"{provider}:m"
+    if streamed:
+        events, result, error = stream(s, target)
+        assert error is None and result is not None
+        assert text_of(events) == script.text
+    else:
+        result = generate(s, target)
+    assert result.text == script.text
+    assert result.finish_reason == "content_filter"
+
+
+def test_stop_without_a_refusal_stays_stop() -> None:
+    body = sse_body(
+        delta_chunk({"role": "assistant", "content": "", "refusal": None}),
+        delta_chunk({"content": "fine"}),
+        delta_chunk({}, "stop"),
+    )
+    _, result, error = stream(settings(mock(body)))
+    assert error is None and result is not None
+    assert (result.text, result.finish_reason) == ("fine", "stop")

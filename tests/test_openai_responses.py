@@ -950,9 +950,13 @@ def test_dialect_opens_function_calls_in_slot_order() -> None:
         if e["type"] == "response.output_item.added"
     ]
     assert added == [(0, "call_a"), (1, "call_b")]
-    # The lower slot's item travels first, carrying its own first fragment.
+    # The lower slot's item opens first (its added event announces its first fragment);
+    # every fragment's text is a delta, and `arguments` starts empty.
+    assert all(
+        e["item"]["arguments"] == "" for e in events if e["type"] == "response.output_item.added"
+    )
     carriers = [f.pieces for f in rendered.frames if f.pieces]
-    assert carriers == [(1,), (0,), (2,)]
+    assert carriers == [(1,), (0,), (0,), (1,), (2,)]
     assert events[-1]["type"] == "response.completed"
     assert b"[DONE]" not in rendered.body
     last = rendered.frames[-1]
@@ -987,7 +991,7 @@ def test_dialect_terminal_event_for_each_finish_reason(
     assert (details or {}).get("reason") == reason
     assert event["response"]["usage"] == {
         "input_tokens": 3,
-        "input_tokens_details": {"cached_tokens": 1},
+        "input_tokens_details": {"cache_write_tokens": 9, "cached_tokens": 1},
         "output_tokens": 4,
         "output_tokens_details": {"reasoning_tokens": 2},
         "total_tokens": 7,
@@ -996,8 +1000,9 @@ def test_dialect_terminal_event_for_each_finish_reason(
         "input_tokens",
         "output_tokens",
         "cache_read_tokens",
+        "cache_write_tokens",
         "reasoning_tokens",
-    }  # no cache-write figure in this protocol
+    }
     assert frame.finish is (finish is not None)
     whole = json.loads(DIALECT.render(script, stream=False).body)
     assert whole["status"] == kind.removeprefix("response.")

@@ -1,4 +1,10 @@
-"""OpenAI Chat Completions (`/chat/completions`), streaming and not."""
+"""OpenAI Chat Completions (`/chat/completions`), streaming and not.
+
+A model refusal (structured outputs) arrives as `delta.refusal` text (`message.refusal`
+in a whole response) with `finish_reason: "stop"`. Its text is answer text (`TextPart`)
+and the finish reason is `content_filter`, as the Responses and Anthropic adapters
+report a refusal (`RefusalWatch`).
+"""
 
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ from .._request import GenerationRequest
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 
-__all__ = ["OpenAIChatAdapter"]
+__all__ = ["OpenAIChatAdapter", "RefusalWatch"]
 
 FINISH_MAP: Mapping[str, str] = {
     "stop": "stop",
@@ -160,13 +166,15 @@ class OpenAIChatAdapter(HTTPAdapter):
         )
         frames = None
         done = False
+        refusal = RefusalWatch()
         try:
             if not request.stream:
                 payload = await self.read_json(response, request)
                 if request.retain_raw:
                     yield RawPart(payload)
+                refusal.see(payload, "message")
                 for part in self.parts_from_chunk(payload, "message"):
-                    yield part
+                    yield refusal.fix(part)
                 yield END
                 return
             frames = self.iter_sse(response, request)
@@ -179,8 +187,9 @@ class OpenAIChatAdapter(HTTPAdapter):
                 chunk = self.parse_json(data)
                 if request.retain_raw:
                     yield RawPart(chunk)
+                refusal.see(chunk, "delta")
                 for part in self.parts_from_chunk(chunk, "delta"):
-                    yield part
+                    yield refusal.fix(part)
         finally:
             if done and frames is not None:
                 await self.drain(frames)  # lets httpx keep the connection alive
@@ -327,6 +336,42 @@ class OpenAIChatAdapter(HTTPAdapter):
                 window = meta["n_ctx_train"]
             found.append(DiscoveredModel(pid, model_id, context_window=window, raw=entry))
         return found
+
+
+class RefusalWatch:
+    """Per-response: once the model refused, its `stop` finish is `content_filter`.
+
+    OpenAI ends a refusal with `finish_reason: "stop"`; the neutral result says the
+    provider declined, as it does over the Responses API (refusal content) and
+    Anthropic (`stop_reason: "refusal"`).
+
+    Attributes:
+        refused: Whether a non-empty `refusal` has been seen.
+    """
+
+    __slots__ = ("refused",)
+
+    def __init__(self) -> None:
+        self.refused = False
+
+    def see(self, chunk: Any, key: str) -> None:
+        """Note a refusal in a chunk's (`key="delta"`) or response's (`"message"`) choice 0."""
+        if self.refused or not isinstance(chunk, dict):
+            return
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get(key)
+            refusal = delta.get("refusal") if isinstance(delta, dict) else None
+            if isinstance(refusal, str) and refusal:
+                self.refused = True
+
+    def fix(self, part: Part) -> Part:
+        """`part`, with a `stop` finish turned into `content_filter` after a refusal."""
+        if self.refused and isinstance(part, FinishPart) and part.reason == "stop":
+            return FinishPart("content_filter")
+        return part
 
 
 def _content_list_parts(content: list[Any], pid: str, key: str) -> Iterator[Part]:

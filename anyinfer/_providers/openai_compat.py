@@ -43,7 +43,7 @@ from .._parts import END, Part, PhasesPart, RawPart, WarningPart
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from ._wire import as_dict, as_list, opt_dict, opt_int
-from .openai_chat import OpenAIChatAdapter
+from .openai_chat import OpenAIChatAdapter, RefusalWatch
 
 __all__ = [
     "ENGINE_QUIRKS",
@@ -438,6 +438,7 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
         """
         pid = self.instance_id
         state = _ChunkState(self.quirks, pid)
+        refusal = RefusalWatch()
         if not request.stream:
             body = await self.read_body(response, request)
             if not body.strip():
@@ -447,10 +448,11 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
             payload = self.parse_json(body)
             if request.retain_raw:
                 yield RawPart(payload)
+            refusal.see(payload, "message")
             for part in state.filter(
                 self.parts_from_chunk(state.prepare(payload, "message"), "message")
             ):
-                yield part
+                yield refusal.fix(part)
             yield END
             return
         events = 0
@@ -466,10 +468,11 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
                 chunk = self.parse_json(sse.data)
                 if request.retain_raw:
                     yield RawPart(chunk)
+                refusal.see(chunk, "delta")
                 for part in state.filter(
                     self.parts_from_chunk(state.prepare(chunk, "delta"), "delta")
                 ):
-                    yield part
+                    yield refusal.fix(part)
         finally:
             if done:
                 await self.drain(frames)  # lets httpx keep the connection alive

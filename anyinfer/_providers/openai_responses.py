@@ -318,6 +318,11 @@ class OpenAIResponsesAdapter(HTTPAdapter):
             cache_read_tokens=opt_int(
                 in_details.get("cached_tokens"), pid, "usage.input_tokens_details.cached_tokens"
             ),
+            cache_write_tokens=opt_int(
+                in_details.get("cache_write_tokens"),
+                pid,
+                "usage.input_tokens_details.cache_write_tokens",
+            ),
             reasoning_tokens=opt_int(
                 out_details.get("reasoning_tokens"),
                 pid,

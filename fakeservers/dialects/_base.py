@@ -220,6 +220,25 @@ class Dialect(ABC):
         """
         return None
 
+    def stream_error_frame(
+        self, fault: Fault, script: Script, sent: Sequence[Frame]
+    ) -> bytes | None:
+        """The in-stream error frame for `fault`, seeing the stream it interrupts.
+
+        `fakeservers.plan` calls this. Protocols whose error frame repeats something of
+        the stream (the Responses API's `response.failed` carries the response id and
+        the next `sequence_number`) override it; the default is `error_frame(fault)`.
+
+        Args:
+            fault: A `provider_error` fault.
+            script: The script being served.
+            sent: The frames written before the error frame.
+
+        Returns:
+            The frame's bytes, or `None` when the protocol has no in-stream error.
+        """
+        return self.error_frame(fault)
+
     def in_stream_error_types(self, fault: Fault) -> frozenset[str] | None:
         """The typed errors a faithful adapter raises for this dialect's error frame.
 

@@ -1,13 +1,17 @@
 """Azure OpenAI / Azure AI Foundry chat completions.
 
-OpenAI Chat Completions with Azure's additions, as recorded traffic shows them: a first
+OpenAI Chat Completions with Azure's additions, as Azure's documentation and recorded
+traffic (`shared/wire`: pydantic-ai's `test_azure_provider_call`) show them: a first
 stream chunk with empty `choices`, empty `id`/`model`/`object` and the
 `prompt_filter_results` of the prompt; a `content_filter_results` object on every choice
 (empty on the role and finish chunks, per-category verdicts on content chunks, a
 `filtered: true` verdict when the finish reason is `content_filter`); the same
-annotations on a whole `chat.completion`; and Azure's error bodies
+annotations on a whole `chat.completion` (completion verdicts include
+`protected_material_code` / `protected_material_text`, prompt verdicts `jailbreak`);
+an `apim-request-id` header; and Azure's error bodies
 (`{"error": {"code", "message", "param", "type", "status"}}`, a content-policy refusal
-with its `innererror`), with `retry-after` and `retry-after-ms` on 429s.
+with its `innererror`), with `retry-after` and `retry-after-ms` on 429s. Azure's chunks
+have no `service_tier` or `obfuscation` field, and their keys are sorted.
 
 Requests are routed by path: `…/openai/deployments/{name}/chat/completions`,
 `…/openai/v1/chat/completions` and `…/models/chat/completions` (Azure AI model
@@ -25,7 +29,8 @@ from dataclasses import replace
 from typing import Any
 
 from .._script import Fault, Frame, Rendered, Script
-from ._base import json_bytes
+from ._base import WireProfile, json_bytes
+from ._ids import HEX, ScriptIds
 from .openai_chat import OpenAIChatDialect
 
 __all__ = ["AzureOpenAIDialect"]
@@ -49,6 +54,13 @@ def _prompt_filter_results() -> list[dict[str, Any]]:
     return [{"prompt_index": 0, "content_filter_results": results}]
 
 
+def _completion_verdicts() -> dict[str, Any]:
+    results = _verdicts()
+    results["protected_material_code"] = {"filtered": False, "detected": False}
+    results["protected_material_text"] = {"filtered": False, "detected": False}
+    return dict(sorted(results.items()))
+
+
 def _filtered_verdicts() -> dict[str, Any]:
     results = _verdicts()
     results["violence"] = {"filtered": True, "severity": "medium"}
@@ -65,13 +77,57 @@ class AzureOpenAIDialect(OpenAIChatDialect):
 
     name = "azure-openai"
     base_path = ""
+    profile = WireProfile(
+        # Azure OpenAI honours `include_usage` (api-version 2024-10-21 and later); the
+        # model-inference route may report none. The usage object is OpenAI's, details
+        # included (see the recording).
+        usage_placements=("trailing", "none"),
+        usage_fields=("input_tokens", "output_tokens", "cache_read_tokens", "reasoning_tokens"),
+        reasoning=False,
+        keepalives=False,
+        # No recording or document shows Azure's error frame inside a stream; the
+        # rendered one (OpenAI's) is for the hostile world only.
+        in_stream_errors=(),
+        line_endings=("lf",),
+        text_with_tools=True,
+        max_tool_calls=3,
+    )
+
+    def refuses(self, script: Script) -> bool:
+        """Never: Azure stops a filtered completion with `content_filter` and verdicts."""
+        return False
+
+    def envelope(self, script: Script, ids: ScriptIds) -> dict[str, Any]:
+        """OpenAI's envelope without `service_tier`."""
+        env = super().envelope(script, ids)
+        del env["service_tier"]
+        return env
+
+    def _chunk(
+        self,
+        script: Script,
+        ids: ScriptIds,
+        n: int,
+        choices: list[dict[str, Any]],
+        usage: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        chunk = super()._chunk(script, ids, n, choices, usage)
+        del chunk["obfuscation"]
+        return dict(sorted(chunk.items()))
+
+    def headers(self, script: Script, *, stream: bool) -> tuple[tuple[str, str], ...]:
+        """The content type and Azure's `apim-request-id`."""
+        kind = f"{self.content_type}; charset=utf-8" if stream else "application/json"
+        ids = ScriptIds(script, self.name)
+        parts = [ids.token(f"apim{n}", size, HEX) for n, size in enumerate((8, 4, 4, 4, 12))]
+        return (("content-type", kind), ("apim-request-id", "-".join(parts)))
 
     @staticmethod
     def _choice(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         if finish_reason == "content_filter":
             results: dict[str, Any] = _filtered_verdicts()
-        elif delta and set(delta) != {"role", "content"}:
-            results = _verdicts()
+        elif delta and "role" not in delta:
+            results = _completion_verdicts()
         else:
             results = {}
         return {
@@ -104,7 +160,11 @@ class AzureOpenAIDialect(OpenAIChatDialect):
         payload["prompt_filter_results"] = _prompt_filter_results()
         for choice in payload["choices"]:
             filtered = choice.get("finish_reason") == "content_filter"
-            choice["content_filter_results"] = _filtered_verdicts() if filtered else _verdicts()
+            verdicts = _filtered_verdicts() if filtered else _completion_verdicts()
+            choice["content_filter_results"] = verdicts
+            choice["message"].pop("annotations", None)  # not in Azure's message
+        payload["choices"] = [dict(sorted(c.items())) for c in payload["choices"]]
+        payload = dict(sorted(payload.items()))
         return replace(inner, frames=(replace(frame, data=json_bytes(payload)),))
 
     def render_error(self, fault: Fault) -> Rendered:
