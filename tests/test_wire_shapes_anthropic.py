@@ -415,13 +415,17 @@ def test_error_bodies_have_the_recorded_shape(recording: Interaction) -> None:
     assert (headers["content-type"],) == recording.response.headers["content-type"]
 
 
-def test_in_stream_error_is_the_documented_event() -> None:
+def test_in_stream_error_is_the_captured_event() -> None:
     for error in DIALECT.profile.in_stream_errors:
         fault = Fault("provider_error", status=error.status, code=error.code, message=error.message)
         frame = DIALECT.error_frame(fault)
         (event,) = sse_frames(frame)
         assert event.event == "error"
-        assert json.loads(event.data) == {
+        payload = json.loads(event.data)
+        # As captured from live streams (see `AnthropicDialect.error_frame`).
+        assert payload == {
             "type": "error",
-            "error": {"type": error.code, "message": error.message},
+            "error": {"details": None, "type": error.code, "message": error.message},
+            "request_id": payload["request_id"],
         }
+        assert payload["request_id"].startswith("req_011C") and len(payload["request_id"]) == 28

@@ -247,19 +247,26 @@ class AnthropicDialect(Dialect):
         return self.sse_event({"type": "error", "error": {"type": error_type, "message": message}})
 
     def error_frame(self, fault: Fault) -> bytes:
-        """The `error` event of Anthropic's streaming documentation.
+        """The `error` event Anthropic sends when a started stream fails.
 
-        `{"type": "error", "error": {"type": ..., "message": ...}}`: the type is
-        `fault.code` when set, else Anthropic's type for `fault.status`
-        (`overloaded_error` for 529, `api_error` for 500, `rate_limit_error` for 429, ...).
+        `{"type": "error", "error": {"details": null, "type": ..., "message": ...},
+        "request_id": "req_011C…"}`, as captured from live streams (an `api_error`
+        after text deltas in BerriAI/litellm#4562, an `overloaded_error` with its
+        `request_id` in karthink/gptel#1512; Anthropic's streaming documentation shows
+        the same event without `details`). The type is `fault.code` when set, else
+        Anthropic's type for `fault.status` (`overloaded_error` for 529, `api_error` for
+        500, `rate_limit_error` for 429, ...). Nothing follows it: the body ends.
 
         Args:
             fault: The `provider_error` fault.
 
         Returns:
-            The event's bytes; nothing follows it (the body ends).
+            The event's bytes.
         """
-        return self.error_event(fault.code or _error_type(fault.status), fault.message)
+        error = {"details": None, "type": fault.code or _error_type(fault.status)}
+        error["message"] = fault.message
+        payload = {"type": "error", "error": error, "request_id": _request_id(repr(fault))}
+        return self.sse_event(payload)
 
     def in_stream_error_types(self, fault: Fault) -> frozenset[str] | None:
         """What an `error` event's type stands for, without an HTTP status to go by.
