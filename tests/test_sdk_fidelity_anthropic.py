@@ -221,7 +221,8 @@ def test_in_stream_error_raises_the_sdk_error_with_its_type() -> None:
                 _read_stream(client)
             # The stream had started: the status stays 200, the type says what failed.
             assert raised.value.status_code == 200
-            assert raised.value.body["error"]["type"] == fault.code
+            assert raised.value.type == raised.value.body["error"]["type"] == fault.code
+            assert raised.value.body["request_id"].startswith("req_011C")
             assert raised.value.body["error"]["message"] == fault.message
             # Not streamed, the same failure is an HTTP error of its status.
             with pytest.raises(anthropic.APIStatusError) as whole:
