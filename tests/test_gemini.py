@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -1009,6 +1009,41 @@ def test_error_object_inside_a_stream_is_typed() -> None:
         run(stream_all(rec.transport()))
     assert info.value.phase == "stream"
     assert info.value.http_status == 503
+
+
+@pytest.mark.parametrize("read_size", [None, 1, 7])
+def test_bare_error_object_between_events_is_typed(read_size: int | None) -> None:
+    # How Gemini really fails mid-stream over alt=sse: the error object pretty-printed,
+    # with no `data:` prefix (vercel/ai#5217). It used to be skipped as unknown SSE
+    # lines, so the stream looked truncated (StreamError) and the 503 was lost.
+    error = {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}
+    body = (
+        sse_body({**candidate({"text": "par"}), "usageMetadata": {"promptTokenCount": 4}})
+        + json.dumps({"error": error}, indent=2).encode()
+        + b"\n"
+    )
+    step = read_size or len(body)
+    reads = [body[i : i + step] for i in range(0, len(body), step)]
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for read in reads:
+            yield read
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=chunks(), headers={"content-type": "text/event-stream"})
+
+    seen: list[ai.StreamEvent] = []
+
+    async def go() -> None:
+        s = ai.ProviderSettings("gemini", api_key="k", transport=httpx.MockTransport(handler))
+        async with ai.AsyncClient([s]) as client, client.stream("hi", route=route()) as st:
+            async for ev in st:
+                seen.append(ev)
+
+    with pytest.raises(ai.OverloadedError) as info:
+        run(go())
+    assert info.value.http_status == 503 and "overloaded" in info.value.message
+    assert "TextDelta" in kinds(seen) and "UsageUpdate" in kinds(seen)
 
 
 def test_status_faults_from_the_dialect() -> None:

@@ -724,7 +724,8 @@ def test_loopback_stream_and_generate_with_the_sync_client() -> None:
             whole = client.generate("hi", target="ollama:qwen3:8b")
         srv.assert_all_used()
     assert texts == ["Hel", "lo"] and st.result.usage.total_tokens == 7
-    assert st.result.timing.phases["decode_ms"] == pytest.approx(1000.0)
+    final = json.loads(DIALECT.render(scripts[0], stream=True).frames[-1].data)
+    assert st.result.timing.phases["decode_ms"] == pytest.approx(final["eval_duration"] / 1e6)
     assert whole.text == "whole" and whole.finish_reason == "length"
     assert [r.json["model"] for r in srv.requests if r.path == "/api/chat"] == ["qwen3:8b"] * 2
 
@@ -784,6 +785,31 @@ def test_dialect_puts_usage_only_on_the_done_line_and_skips_zeros() -> None:
     assert frames[-1].sentinel and frames[-1].finish
     no_sentinel = DIALECT.render(Script(pieces=(Text("x"),), sentinel=False), stream=True)
     assert not any(f.sentinel or f.finish for f in no_sentinel.frames)
+
+
+@pytest.mark.parametrize("ending", [b"\r\n", b"\r"])
+def test_lines_may_end_with_crlf_or_a_bare_cr(ending: bytes) -> None:
+    body = ndjson(chunk("a"), chunk("b"), final(done_reason="stop", eval_count=2))
+    result, _ = run(stream_all(settings(mock(body.replace(b"\n", ending)))))
+    assert result.text == "ab" and result.usage.output_tokens == 2
+
+
+def test_dialect_encodes_lines_as_go_does() -> None:
+    # json.Marshal escapes HTML characters and U+2028/U+2029; other text stays raw.
+    script = Script(pieces=(Text("<a> & \u2028\u2029 é"),), usage=ScriptUsage(1, 1))
+    line = DIALECT.render(script, stream=True).frames[0].data
+    assert b"\\u003ca\\u003e \\u0026 \\u2028\\u2029 \xc3\xa9" in line
+    assert json.loads(line)["message"]["content"] == "<a> & \u2028\u2029 é"
+    stamps = [json.loads(f.data)["created_at"] for f in DIALECT.render(script, stream=True).frames]
+    assert stamps == sorted(stamps) and all(s.endswith("Z") for s in stamps)
+
+
+def test_dialect_in_stream_error_is_a_code_less_line() -> None:
+    fault = Fault("provider_error", status=500, message="an error was encountered")
+    assert DIALECT.error_frame(fault) == b'{"error":"an error was encountered"}\n'
+    assert DIALECT.in_stream_error_types(fault) == frozenset({"ProviderError"})
+    overflow = Fault("provider_error", status=500, code="context_length_exceeded")
+    assert DIALECT.in_stream_error_types(overflow) == frozenset({"ContextWindowError"})
 
 
 def test_dialect_streams_by_default_and_routes_ollama_paths() -> None:

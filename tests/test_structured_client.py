@@ -11,7 +11,7 @@ import pytest
 
 import anyinfer as ai
 from conformance.checker import check_grammar
-from fakeservers import FakeTransport, Script, ScriptUsage, Text, ToolFragment
+from fakeservers import FakeTransport, Script, ScriptUsage, Text, ToolFragment, get_dialect
 
 # (provider id, dialect, extra settings) for every adapter with a dialect.
 ADAPTERS: list[tuple[str, str, dict[str, Any]]] = [
@@ -266,5 +266,6 @@ def test_run_tools_sends_anthropic_thinking_signatures_back() -> None:
     turn = sent(t, 1)["messages"][1]
     assert turn["role"] == "assistant"
     thinking = [b for b in turn["content"] if b["type"] == "thinking"]
-    assert thinking and thinking[0]["signature"].startswith("fakesig")
+    rendered = json.loads(get_dialect("anthropic-messages").render(scripts[0], stream=False).body)
+    assert thinking and thinking[0]["signature"] == rendered["content"][0]["signature"]
     assert any(b["type"] == "tool_use" and b["id"] == "t1" for b in turn["content"])

@@ -8,7 +8,8 @@ the `x-goog-api-key` header. The default base URL is
 project/location URLs and OAuth tokens) is out of scope: this adapter speaks the Gemini
 Developer API only, although Vertex answers in the same response shape.
 
-The wire shapes follow recorded Gemini traffic (`/work/shared/wire`). Every response
+The wire shapes follow recorded Gemini traffic (the recordings in `shared/wire`, the
+repository's sibling folder). Every response
 chunk is a whole `GenerateContentResponse`: `candidates[0].content.parts` (text, thought
 text, whole function calls, thought signatures), `candidates[0].finishReason`,
 `usageMetadata`, `promptFeedback`, `modelVersion`, `responseId`.
@@ -79,7 +80,9 @@ Mapping decisions this adapter documents:
   "exceeds the maximum number of tokens" to `ContextWindowError`; `RESOURCE_EXHAUSTED`
   to `RateLimitError`, whose `retry_after` comes from `Retry-After` or the
   `RetryInfo.retryDelay` detail; `UNAVAILABLE` to `OverloadedError`; `NOT_FOUND` to
-  `ModelNotFoundError`. Error objects inside a stream are handled the same way.
+  `ModelNotFoundError`. Error objects inside a stream are handled the same way, after
+  the usage already received: in the `alt=sse` form Gemini sends such an object bare
+  (pretty-printed, without `data:`), and the adapter reads it between events too.
 - `ProviderSettings.provider_options` for `gemini` are merged into the body last; a
   mapping value (say `{"generationConfig": {"topK": 40}}`) is merged into the adapter's
   own mapping of that name rather than replacing it.
@@ -472,8 +475,8 @@ class GeminiAdapter(HTTPAdapter):
                 yield END
                 return
             if _is_event_stream(response, self.stream_format):
-                async for sse in self.iter_sse(response, request):
-                    chunk = self.parse_json(sse.data)
+                async for data in self.iter_sse_documents(response, request):
+                    chunk = self.parse_json(data)
                     if request.retain_raw:
                         yield RawPart(chunk)
                     for part in self.parts_from_chunk(chunk, state, "stream"):
@@ -496,6 +499,51 @@ class GeminiAdapter(HTTPAdapter):
                 yield END  # bare objects: the clean end of the body is the sentinel
         finally:
             await response.aclose()
+
+    async def iter_sse_documents(
+        self, response: httpx.Response, request: GenerationRequest | None = None
+    ) -> AsyncIterator[bytes]:
+        """The JSON documents of an `alt=sse` body, in order.
+
+        Each server-sent event's `data:` (lines joined with `\\n`), and each JSON
+        object sent bare between events: Gemini reports an error that happens
+        mid-stream as a pretty-printed `{"error": {...}}` with no `data:` prefix
+        (what `google-genai`'s reader buffers too). Lines end at `\\n`, `\\r\\n` or
+        `\\r`; comment lines are skipped; an unterminated event at the end is dropped,
+        an unterminated bare object is returned (its parse then fails).
+        """
+        buf = b""
+        data: list[bytes] = []
+        bare = _JSONStreamReader(self.instance_id)
+        pending: list[bytes] = []
+        async for piece in self.iter_bytes(response, request):
+            buf = buf + piece if buf else piece
+            if b"\r" in buf:
+                # Keep a trailing CR: its LF may be in the next read.
+                tail = b"\r" if buf.endswith(b"\r") else b""
+                body = buf[:-1] if tail else buf
+                buf = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + tail
+            lines = buf.split(b"\n")
+            buf = lines.pop()
+            for line in lines:
+                if bare.partial or (not data and line.lstrip()[:1] == b"{"):
+                    pending.append(line)
+                    for document in bare.feed(line + b"\n"):
+                        pending = []
+                        yield document
+                elif not line:
+                    if data:
+                        yield data[0] if len(data) == 1 else b"\n".join(data)
+                        data = []
+                elif line[0] == 58:  # b":" comment / keep-alive
+                    continue
+                else:
+                    name, _, value = line.partition(b":")
+                    if name == b"data":
+                        data.append(value[1:] if value[:1] == b" " else value)
+        if pending:  # a bare object still open at the end of the body
+            done = bare.feed(buf)
+            yield done[0] if done else b"\n".join([*pending, buf])
 
     def parts_from_chunk(self, chunk: Any, state: _ResponseState, phase: str) -> Iterator[Part]:
         """Parts of one response chunk (or a whole response)."""

@@ -1,17 +1,34 @@
 """Ollama's native chat API (`POST /api/chat`), streamed as NDJSON and whole.
 
-The shapes follow Ollama's own server (`api/types.go`, `server/routes.go`): every
-streamed line is `{"model", "created_at", "message": {...}, "done": false}`; the last
-line is `"done": true` with `done_reason`, the token counts and the timings, and is the
-protocol's sentinel; tool calls are sent whole, with their arguments as a JSON object;
-errors are `{"error": "text"}`. Zero counts and durations are left out, as Ollama's
-`omitempty` fields are.
+The shapes follow Ollama's own server (`api/types.go`, `server/routes.go`, read at
+ollama/ollama@fb30760) and the `ollama` SDK's pydantic types (`ChatResponse` validates
+every line): every streamed line is `{"model", "created_at", "message": {...}, "done":
+false}`; the last line is `"done": true` with `done_reason`, the token counts and the
+timings, and is the protocol's sentinel; tool calls are sent whole, with their
+arguments as a JSON object; errors are `{"error": "text"}`. Zero counts and durations
+are left out, as Ollama's `omitempty` fields are.
+
+Facts the `WireProfile` records, and where they come from:
+
+- Lines are `json.Marshal` output plus `\\n` (`streamResponse`): Go's encoder escapes
+  `<`, `>`, `&`, U+2028 and U+2029 as `\\u003c`, `\\u003e`, `\\u0026`, `\\u2028` and
+  `\\u2029`, so none of them appears raw (a raw U+2028 would break a reader that splits
+  lines the way `str.splitlines` does, as `httpx.iter_lines` under the `ollama` SDK
+  does). Other non-ASCII text is raw UTF-8.
+- Usage and timings ride only on the `done: true` line (`finish`); there are no cache
+  or reasoning counters.
+- No keep-alive or blank lines: the SDK `json.loads` every line and fails on them.
+- An error after the stream started is one more line, `{"error": "text"}` — no status,
+  no code (`streamResponse` writes `gin.H{"error": e}` once the body is written) — and
+  the body ends. The runner's failures read "an error was encountered while running
+  the model: ..." and "model runner has unexpectedly stopped, ...".
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._script import (
@@ -25,22 +42,60 @@ from .._script import (
     Text,
     ToolFragment,
 )
-from ._base import Dialect, json_bytes
+from ._base import Dialect, InStreamError, WireProfile, json_bytes
+from ._ids import ScriptIds
 
 __all__ = ["OllamaDialect"]
 
-_CREATED_AT = "2024-05-01T12:00:00.000000Z"
+_EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
+"""The earliest `created_at` a rendered response reports."""
 
-# The fake server's reported timings, in nanoseconds (Ollama's unit).
-_DURATIONS = {
-    "total_duration": 1_500_000_000,
-    "load_duration": 300_000_000,
-    "prompt_eval_duration": 200_000_000,
-    "eval_duration": 1_000_000_000,
-}
+_CREATED_AT = "2024-05-01T12:00:00.000000Z"
+"""`modified_at` of the listed models."""
 
 _CONTEXT_ERROR = "the input length exceeds the context length"
 """What Ollama says when a prompt does not fit and may not be truncated."""
+
+_RUNNER_EOF = "an error was encountered while running the model: unexpected EOF"
+"""What Ollama streams when its model runner dies mid-response (`llm/llama_server.go`)."""
+_RUNNER_STOPPED = (
+    "model runner has unexpectedly stopped, this may be due to resource limitations or an "
+    "internal error, check ollama server logs for details"
+)
+"""What Ollama reports when the runner is gone (`llm/llama_server.go`)."""
+
+_GO_ESCAPES = (
+    (b"<", b"\\u003c"),
+    (b">", b"\\u003e"),
+    (b"&", b"\\u0026"),
+    ("\u2028".encode(), b"\\u2028"),
+    ("\u2029".encode(), b"\\u2029"),
+)
+"""What Go's `json.Marshal` escapes that Python's `json.dumps(ensure_ascii=False)` does
+not. Each can appear only inside a JSON string, so replacing bytes is exact."""
+
+# Error text markers -> the typed error the shared mapping gives a code-less message.
+_TEXT_ERRORS = (
+    (("context length", "context window", "context_length_exceeded"), "ContextWindowError"),
+    (("content_filter", "content_policy", "safety"), "ContentFilterError"),
+    (("authentication", "invalid_api_key"), "AuthenticationError"),
+    (("rate_limit",), "RateLimitError"),
+    (("overloaded", "server busy"), "OverloadedError"),
+    (("model_not_found",), "ModelNotFoundError"),
+)
+
+
+def go_json(payload: Any) -> bytes:
+    """Serialize `payload` as Ollama's Go server does (`json.Marshal`).
+
+    Compact, raw UTF-8, with `<`, `>`, `&`, U+2028 and U+2029 escaped. Numbers keep
+    Python's spelling (`1.0` where Go writes `1`): the same values.
+    """
+    out = json_bytes(payload)
+    for raw, escaped in _GO_ESCAPES:
+        if raw in out:
+            out = out.replace(raw, escaped)
+    return out
 
 
 class OllamaDialect(Dialect):
@@ -51,21 +106,40 @@ class OllamaDialect(Dialect):
     line once the slot and every lower slot are complete (calls go out in slot order,
     as Ollama numbers them); the line carries all of the slot's fragments. The joined
     arguments are sent as a JSON object, or verbatim as a string when they do not
-    parse to one (a value Ollama itself could not send).
+    parse to one (a value Ollama itself could not send). A call's `id` is the script's
+    (Ollama sends `call_` ids since 0.12); `function.index` is its position.
 
-    The finish reason, usage (`prompt_eval_count`, `eval_count`) and timings all ride on
-    the final `done: true` line, whatever the script's usage placement; Ollama has no
-    cache or reasoning counters, so those figures are never sent. A script without the
+    The finish reason, usage (`prompt_eval_count`, `eval_count`) and timings
+    (`total_duration`, `load_duration`, `prompt_eval_duration`, `eval_duration`, in
+    nanoseconds, different for each script) all ride on the final `done: true` line,
+    in Go's field order, whatever the script's usage placement; Ollama has no cache or
+    reasoning counters, so those figures are never sent. A script without the
     sentinel ends before that line, so its finish reason and usage are never sent
     either. Ollama says `done_reason: "stop"` even when the model called tools: a
     `tool_calls` script with tool calls renders `stop` (the adapter maps it back), and
     one without any renders `tool_calls` verbatim. Every other reason is sent verbatim.
-    Keep-alive frames are blank lines.
+    `created_at` is an RFC 3339 UTC time with nanoseconds, unique to the script and
+    growing line by line. Lines are encoded as Go does (`go_json`). Keep-alive frames
+    are blank lines (Ollama sends none).
     """
 
     name = "ollama-chat"
     base_path = ""
     content_type = "application/x-ndjson"
+    profile = WireProfile(
+        usage_placements=("finish",),
+        usage_fields=("input_tokens", "output_tokens"),
+        optional_usage_fields=(),
+        reasoning=True,
+        keepalives=False,
+        in_stream_errors=(
+            InStreamError(500, None, _RUNNER_EOF),
+            InStreamError(500, None, _RUNNER_STOPPED),
+        ),
+        line_endings=("lf",),
+        text_with_tools=True,
+        max_tool_calls=3,
+    )
 
     # --- rendering -----------------------------------------------------------------
 
@@ -100,40 +174,57 @@ class OllamaDialect(Dialect):
             return "tool_calls"
         return script.finish_reason
 
-    def _object(self, script: Script, message: dict[str, Any], *, done: bool) -> dict[str, Any]:
+    def _object(
+        self, script: Script, message: dict[str, Any], *, done: bool, created_at: str
+    ) -> dict[str, Any]:
         return {
             "model": script.model,
-            "created_at": _CREATED_AT,
+            "created_at": created_at,
             "message": {"role": "assistant", **message},
             "done": done,
         }
 
     @staticmethod
     def _line(payload: Any) -> bytes:
-        return json_bytes(payload) + b"\n"
+        return go_json(payload) + b"\n"
 
-    def _final(self, script: Script, message: dict[str, Any]) -> tuple[dict[str, Any], Frame]:
+    def _final(
+        self, script: Script, message: dict[str, Any], clock: _Clock
+    ) -> tuple[dict[str, Any], Frame]:
         """The `done: true` object and the frame metadata it carries (data left empty)."""
-        payload = self._object(script, message, done=True)
+        payload = self._object(script, message, done=True, created_at=clock.next())
         reason = _wire_finish(script)
         if reason is not None:
             payload["done_reason"] = reason
+        counts: dict[str, int] = {}
         fields: frozenset[str] = frozenset()
         if script.usage is not None and script.usage_placement != "none":
             counts, fields = _usage_json(script.usage)
-            payload.update(counts)
-        payload.update(_DURATIONS)
+        # Go's field order (api.Metrics): durations and counts interleaved.
+        durations = clock.durations()
+        for key in (
+            "total_duration",
+            "load_duration",
+            "prompt_eval_count",
+            "prompt_eval_duration",
+            "eval_count",
+            "eval_duration",
+        ):
+            value = counts.get(key, durations.get(key))
+            if value:
+                payload[key] = value
         return payload, Frame(
             b"", usage=fields, finish=script.finish_reason is not None, sentinel=True
         )
 
     def _render_stream(self, script: Script) -> Rendered:
+        clock = _Clock(script)
         frames: list[Frame] = []
         for message, pieces in _stream_messages(script.pieces):
-            payload = self._object(script, message, done=False)
+            payload = self._object(script, message, done=False, created_at=clock.next())
             frames.append(Frame(self._line(payload), pieces=pieces))
         if script.sentinel:
-            payload, meta = self._final(script, {"content": ""})
+            payload, meta = self._final(script, {"content": ""}, clock)
             frames.append(
                 Frame(self._line(payload), usage=meta.usage, finish=meta.finish, sentinel=True)
             )
@@ -151,13 +242,19 @@ class OllamaDialect(Dialect):
         calls = [call for call, _ in _whole_calls(script.pieces)]
         if calls:
             message["tool_calls"] = calls
-        payload, meta = self._final(script, message)
-        return self.whole_response(
-            script,
-            payload,
+        payload, meta = self._final(script, message, _Clock(script))
+        frame = Frame(
+            go_json(payload),
+            pieces=tuple(range(len(script.pieces))),
             usage=meta.usage,
             finish=meta.finish,
-            content_type="application/json; charset=utf-8",
+            sentinel=True,
+        )
+        return Rendered(
+            200,
+            (("content-type", "application/json; charset=utf-8"),),
+            (frame,),
+            malformed=self.malformed_body(),
         )
 
     def render_error(self, fault: Fault) -> Rendered:
@@ -173,16 +270,40 @@ class OllamaDialect(Dialect):
         Returns:
             The error response, with `Retry-After` when `fault.retry_after` is set.
         """
-        if fault.code and "context_length_exceeded" in fault.code:
-            text = _CONTEXT_ERROR
-        elif fault.code:
-            text = f"{fault.code}: {fault.message}"
-        else:
-            text = fault.message
         headers: list[tuple[str, str]] = [("content-type", "application/json; charset=utf-8")]
         if fault.retry_after is not None:
             headers.append(("retry-after", f"{fault.retry_after:g}"))
-        return Rendered(fault.status, tuple(headers), (Frame(json_bytes({"error": text})),))
+        body = go_json({"error": _error_text(fault)})
+        return Rendered(fault.status, tuple(headers), (Frame(body),))
+
+    def error_frame(self, fault: Fault) -> bytes | None:
+        """Ollama's error inside a 200 stream: one more line, `{"error": "text"}`.
+
+        No status and no code travel with it (the text is `render_error`'s).
+
+        Args:
+            fault: The `provider_error` fault.
+
+        Returns:
+            The line's bytes.
+        """
+        return go_json({"error": _error_text(fault)}) + b"\n"
+
+    def in_stream_error_types(self, fault: Fault) -> frozenset[str] | None:
+        """What a faithful adapter raises for the code-less error line: a
+        `ProviderError`, or the more specific error the text itself names.
+
+        Args:
+            fault: The `provider_error` fault.
+
+        Returns:
+            Acceptable error class names.
+        """
+        text = _error_text(fault).lower()
+        named = {name for markers, name in _TEXT_ERRORS if any(m in text for m in markers)}
+        if "model" in text and "not found" in text:  # "model 'x' not found"
+            named.add("ModelNotFoundError")
+        return frozenset(named or {"ProviderError"})
 
     def malformed_frame(self) -> bytes:
         """An NDJSON line that is not JSON."""
@@ -266,6 +387,50 @@ class OllamaDialect(Dialect):
 
 
 # --- helpers -------------------------------------------------------------------------
+
+
+class _Clock:
+    """`created_at` times and server timings for one rendered response, fixed by its
+    script: a start time after `_EPOCH`, then a few milliseconds per line."""
+
+    __slots__ = ("_ids", "_ns", "_step")
+
+    def __init__(self, script: Script) -> None:
+        self._ids = ScriptIds(script, "ollama-chat")
+        self._ns = self._ids.number("created_at", 0, 500 * 86_400 * 10**9)
+        self._step = self._ids.number("line_step", 4_000_000, 60_000_000)
+
+    def next(self) -> str:
+        """The next line's `created_at`, as Go's `time.RFC3339Nano` writes UTC."""
+        seconds, fraction = divmod(self._ns, 10**9)
+        self._ns += self._step + self._ids.number(f"jitter{self._ns}", 0, 999_999)
+        stamp = (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+        if fraction:
+            stamp += "." + f"{fraction:09d}".rstrip("0")
+        return stamp + "Z"
+
+    def durations(self) -> dict[str, int]:
+        """`load_duration`, `prompt_eval_duration`, `eval_duration` and their
+        `total_duration`, in nanoseconds."""
+        load = self._ids.number("load_duration", 15_000_000, 3_000_000_000)
+        prompt = self._ids.number("prompt_eval_duration", 2_000_000, 900_000_000)
+        decode = self._ids.number("eval_duration", 20_000_000, 9_000_000_000)
+        overhead = self._ids.number("overhead", 500_000, 30_000_000)
+        return {
+            "total_duration": load + prompt + decode + overhead,
+            "load_duration": load,
+            "prompt_eval_duration": prompt,
+            "eval_duration": decode,
+        }
+
+
+def _error_text(fault: Fault) -> str:
+    """Ollama's text for a fault's error (it has no code field)."""
+    if fault.code and "context_length_exceeded" in fault.code:
+        return _CONTEXT_ERROR
+    if fault.code:
+        return f"{fault.code}: {fault.message}"
+    return fault.message
 
 
 def _has_tool_calls(pieces: Sequence[Piece]) -> bool:
