@@ -1,13 +1,28 @@
 """The adapter author's toolkit: everything a third-party adapter needs.
 
 Subclass `HTTPAdapter` (or `Adapter` for non-HTTP engines), implement `generate` to yield
-parts, and register the class under the `anyinfer.adapters` entry-point group. See the
-adapter authors' guide in the docs.
+parts, and register the class under the `anyinfer.adapters` entry-point group. A provider
+that speaks a protocol AnyInfer already has subclasses that protocol's adapter instead
+(`OpenAIChatAdapter`, `OpenAICompatAdapter`, `OpenAIResponsesAdapter`,
+`AnthropicAdapter`, `GeminiAdapter`, `OllamaAdapter`) and overrides its hooks
+(`default_headers`, `build_body`, `parts_from_chunk`, `chunk_usage`, `error_message`,
+`error_from_parts`, ...). Those classes load on first use, so importing this module
+stays cheap. See the adapter authors' guide in the docs.
 """
 
 from __future__ import annotations
 
-from ._adapter import Adapter, DiscoveredModel, Health, HTTPAdapter, SSEEvent
+from typing import TYPE_CHECKING, Any
+
+from ._adapter import (
+    Adapter,
+    DiscoveredModel,
+    Health,
+    HTTPAdapter,
+    SSEEvent,
+    message_and_code,
+    parse_retry_after,
+)
 from ._parts import (
     END,
     EndPart,
@@ -23,15 +38,29 @@ from ._parts import (
 )
 from ._request import GenerationRequest
 
+if TYPE_CHECKING:
+    from ._providers.anthropic import AnthropicAdapter
+    from ._providers.gemini import GeminiAdapter
+    from ._providers.ollama import OllamaAdapter
+    from ._providers.openai_chat import OpenAIChatAdapter
+    from ._providers.openai_compat import OpenAICompatAdapter
+    from ._providers.openai_responses import OpenAIResponsesAdapter
+
 __all__ = [
     "END",
     "Adapter",
+    "AnthropicAdapter",
     "DiscoveredModel",
     "EndPart",
     "FinishPart",
+    "GeminiAdapter",
     "GenerationRequest",
     "HTTPAdapter",
     "Health",
+    "OllamaAdapter",
+    "OpenAIChatAdapter",
+    "OpenAICompatAdapter",
+    "OpenAIResponsesAdapter",
     "Part",
     "PhasesPart",
     "RawPart",
@@ -41,4 +70,31 @@ __all__ = [
     "ToolCallPart",
     "UsagePart",
     "WarningPart",
+    "message_and_code",
+    "parse_retry_after",
 ]
+
+_PROTOCOL_ADAPTERS: dict[str, str] = {
+    "AnthropicAdapter": "._providers.anthropic",
+    "GeminiAdapter": "._providers.gemini",
+    "OllamaAdapter": "._providers.ollama",
+    "OpenAIChatAdapter": "._providers.openai_chat",
+    "OpenAICompatAdapter": "._providers.openai_compat",
+    "OpenAIResponsesAdapter": "._providers.openai_responses",
+}
+"""The built-in protocol adapters, public for subclassing, imported on first access."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _PROTOCOL_ADAPTERS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'anyinfer.adapters' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, "anyinfer"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PROTOCOL_ADAPTERS))

@@ -42,7 +42,8 @@ __all__ = [
 OPTION_CONFORMANCE = "--anyinfer-conformance"
 """Run the conformance suite instead of the project's tests."""
 OPTION_ADAPTER = "--anyinfer-adapter"
-"""Select an adapter by provider id (repeatable); default: every registered adapter."""
+"""Select adapters by provider id or shell-style glob (`acme-*`; repeatable); default:
+every registered adapter."""
 OPTION_EXAMPLES = "--anyinfer-examples"
 """Hypothesis examples per property."""
 INI_CONFORMANCE = "anyinfer_conformance"
@@ -98,7 +99,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         dest="anyinfer_adapters",
         metavar="NAME",
-        help="only check this adapter (provider id); repeatable",
+        help="only check this adapter (provider id, or a glob such as 'acme-*'); repeatable",
     )
     group.addoption(
         OPTION_EXAMPLES,
@@ -110,7 +111,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "Hypothesis profile's max_examples)",
     )
     parser.addini(INI_CONFORMANCE, "run the AnyInfer conformance suite", type="bool", default=False)
-    parser.addini(INI_ADAPTERS, "conformance adapters to check (provider ids)", type="args")
+    parser.addini(
+        INI_ADAPTERS, "conformance adapters to check (provider ids or globs)", type="args"
+    )
     parser.addini(INI_EXAMPLES, "Hypothesis examples per conformance property", default="")
 
 
@@ -278,12 +281,17 @@ def anyinfer_fake_server() -> ServerFactory:
 
 @pytest.fixture
 def anyinfer_harness(
+    request: pytest.FixtureRequest,
     anyinfer_conformance_registry: ConformanceRegistry,
     anyinfer_adapter: AdapterEntry,
     anyinfer_fake_transport: TransportFactory,
     anyinfer_fake_server: ServerFactory,
 ) -> Harness:
-    """A `conformance.runner.Harness` for the adapter under test."""
+    """A `conformance.runner.Harness` for the adapter under test.
+
+    Its key is the test's node id (test and adapter), so under a derandomized profile
+    every test x adapter draws its own reproducible sequence of scripts.
+    """
     from .runner import Harness
 
     return Harness(
@@ -291,6 +299,7 @@ def anyinfer_harness(
         anyinfer_adapter,
         transport_factory=anyinfer_fake_transport,
         server_factory=anyinfer_fake_server,
+        key=request.node.nodeid,
     )
 
 

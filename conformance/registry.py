@@ -14,6 +14,8 @@ Adapters come from four places, in this order:
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,6 +32,8 @@ __all__ = [
     "ConformanceRegistry",
     "RegistryError",
 ]
+
+_GLOB = re.compile(r"[*?\[]")
 
 CONFORMANCE_ENTRY_POINT_GROUP = "anyinfer.conformance"
 """Entry-point group of `configure(registry)` functions installed packages provide."""
@@ -230,19 +234,36 @@ class ConformanceRegistry:
     def select(self, names: Iterable[str]) -> list[AdapterEntry]:
         """The entries named, in the order given (all of them when `names` is empty).
 
+        A name may be a shell-style glob (`acme-*`, `openai*`, `*-eu`; `fnmatch` rules,
+        case-insensitive): it selects every registered id it matches, in registration
+        order. An id selected twice runs once.
+
         Raises:
-            RegistryError: If a name is not registered (the message lists the known ones).
+            RegistryError: If a name is not registered, or a glob matches nothing (the
+                message lists the known ones).
         """
         wanted = [n.strip().lower() for n in names if n.strip()]
         if not wanted:
             return self.entries()
-        missing = [n for n in wanted if n not in self._entries]
+        chosen: list[str] = []
+        missing: list[str] = []
+        for name in wanted:
+            if name in self._entries:
+                chosen.append(name)
+                continue
+            glob = _GLOB.search(name) is not None
+            matched = [n for n in self._entries if glob and fnmatch.fnmatchcase(n, name)]
+            if matched:
+                chosen += matched
+            else:
+                missing.append(name)
         if missing:
+            what = "named or matching" if any(_GLOB.search(n) for n in missing) else "named"
             raise RegistryError(
-                f"no conformance adapter named {', '.join(map(repr, missing))}; registered: "
-                f"{', '.join(self._entries) or 'none'}"
+                f"no conformance adapter {what} {', '.join(map(repr, missing))}; "
+                f"registered: {', '.join(self._entries) or 'none'}"
             )
-        return [self._entries[n] for n in dict.fromkeys(wanted)]
+        return [self._entries[n] for n in dict.fromkeys(chosen)]
 
     def check(self) -> None:
         """Verify every entry's dialect exists and its class resolves.

@@ -398,3 +398,18 @@ def test_violations_come_in_guarantee_order() -> None:
     order = [GUARANTEES.index(v.guarantee) for v in found]
     assert order == sorted(order)
     assert {G2, G4, TRAILING_USAGE, RESULT_AGREEMENT} <= guarantees(found)
+
+
+def test_every_documented_status_has_its_typed_error() -> None:
+    """`STATUS_ERRORS` names the error for every status the taxonomy documents, and it
+    is the error AnyInfer's HTTP adapters raise for that status and a plain message."""
+    from anyinfer.adapters import OpenAIChatAdapter
+    from conformance.checker import STATUS_ERRORS
+    from conformance.strategies import DOCUMENTED_STATUSES
+
+    assert sorted(STATUS_ERRORS) == sorted(DOCUMENTED_STATUSES)
+    adapter = OpenAIChatAdapter(ai.ProviderSettings("openai", api_key="sk-test"))
+    for status, name in STATUS_ERRORS.items():
+        error = adapter.error_from_parts(status, "scripted failure", None)
+        assert type(error).__name__ == name, status
+        assert isinstance(error, getattr(ai, name)) and error.http_status == status

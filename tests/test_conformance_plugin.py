@@ -14,6 +14,7 @@ conftest loads cannot leak into this session.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,9 @@ from pathlib import Path
 import pytest
 from conformance_broken import BROKEN
 
-from conformance.checker import GUARANTEES, SHORT_NAMES
+import conformance
+from conformance.cassette_plugin import INI_CASSETTE_DIR, OPTION_CASSETTE_DIR
+from conformance.checker import EARLY_EXIT, GUARANTEES, SHORT_NAMES
 from conformance.plugin import (
     INI_ADAPTERS,
     INI_CONFORMANCE,
@@ -36,6 +39,11 @@ from conformance.plugin import (
 pytest_plugins = ["pytester"]
 
 TESTS_DIR = Path(__file__).resolve().parent
+ROOT = TESTS_DIR.parent
+SUITE_TESTS = len(
+    re.findall(r"^def test_", Path(conformance.__file__).with_name("_suite.py").read_text(), re.M)
+)
+"""How many tests the conformance suite runs per adapter."""
 
 PROFILE = """
 from hypothesis import Phase, settings
@@ -91,12 +99,13 @@ def _matrix(output: str) -> dict[str, dict[str, str]]:
     return rows
 
 
+@pytest.mark.timeout(900)
 def test_every_broken_adapter_is_caught_and_named(pytester: pytest.Pytester) -> None:
     _broken_project(pytester, shrink=False)
     args = [OPTION_CONFORMANCE, OPTION_EXAMPLES, "25", "-p", "no:cacheprovider"]
     for name in BROKEN:
         args += [OPTION_ADAPTER, name]
-    result = pytester.runpytest_subprocess(*args, timeout=240)
+    result = pytester.runpytest_subprocess(*args, timeout=840)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     output = result.stdout.str()
     assert "test_own" not in output  # the project's own tests did not run
@@ -107,9 +116,17 @@ def test_every_broken_adapter_is_caught_and_named(pytester: pytest.Pytester) -> 
         # The failure report names the adapter and the guarantee.
         pattern = rf"anyinfer conformance: adapter {re.escape(name)} \(.*\) broke .*{guarantee}"
         assert re.search(pattern, output), (name, guarantee)
-    # Reports carry the events and a script to reproduce with.
+    # Reports carry the events and a script to reproduce with; with shrinking off, the
+    # script is not called minimal.
     assert "  events (" in output
     assert "    Script(" in output
+    assert "  script (as drawn, not minimal: the Hypothesis profile leaves out" in output
+    assert "minimal: shrunk" not in output
+    # A bug elsewhere never shows as an early-exit failure: an attempt that fails
+    # before its first delta leaves `exit` not reached.
+    for name, (_cls, guarantee) in BROKEN.items():
+        if guarantee != EARLY_EXIT:
+            assert matrix[name][EARLY_EXIT] != "FAIL", (name, matrix[name])
 
 
 def test_one_broken_adapter_fails_with_a_shrunk_script(pytester: pytest.Pytester) -> None:
@@ -126,21 +143,23 @@ def test_one_broken_adapter_fails_with_a_shrunk_script(pytester: pytest.Pytester
         "no:cacheprovider",
         timeout=240,
     )
-    result.assert_outcomes(failed=1, deselected=9)
+    result.assert_outcomes(failed=1, deselected=SUITE_TESTS - 1)
     output = result.stdout.str()
     assert f"{SUITE_NODEID}::test_async_stream[broken-stops-at-finish]" in output
     assert "broke trailing-usage" in output
     assert "[trailing-usage] result.usage lacks" in output
-    # Shrunk: no pieces, no fault, only usage left (Hypothesis minimises the figures).
-    script_line = output.split("script (minimal once Hypothesis has shrunk it):")[1].splitlines()[1]
-    assert script_line.strip().startswith("Script(usage=ScriptUsage(")
-    assert "pieces" not in script_line and "fault" not in script_line
+    # Shrunk: no fault, at most the one text piece a realistic response has, and the
+    # usage (Hypothesis minimises the figures).
+    script_line = output.split("script (minimal: shrunk by Hypothesis):")[1].splitlines()[1]
+    assert script_line.strip().startswith("Script(")
+    assert "usage=ScriptUsage(" in script_line
+    assert script_line.count("Text(") <= 1 and "fault" not in script_line
 
 
 GOOD_PACKAGE = '''
 """An OpenAI-compatible provider adapter, distributed outside AnyInfer."""
 
-from anyinfer._providers.openai_chat import OpenAIChatAdapter
+from anyinfer.adapters import OpenAIChatAdapter
 
 
 class AcmeAdapter(OpenAIChatAdapter):
@@ -193,11 +212,16 @@ def test_correct_adapter_from_an_installed_package_passes(
         "no:cacheprovider",
         timeout=240,
     )
-    result.assert_outcomes(passed=18, skipped=2)  # no bundled cassettes for these two
+    # Nothing fails; the recorded-traffic test (no cassettes for these two) and the
+    # opt-in checks skip.
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == outcomes.get("errors", 0) == 0, outcomes
+    assert outcomes["passed"] + outcomes["skipped"] == 2 * SUITE_TESTS, outcomes
     matrix = _matrix(result.stdout.str())
     assert set(matrix) == {"acme", "acme-eu"}
     for row in matrix.values():
-        assert set(row.values()) == {"ok"}, row
+        assert set(row.values()) <= {"ok", "skip"}, row
+        assert row[EARLY_EXIT] == row[GUARANTEES[0]] == "ok", row
     assert "acme: openai-chat, acme-eu: openai-chat" in result.stdout.str()
 
 
@@ -305,5 +329,126 @@ def test_fixtures_can_be_overridden_from_a_conftest(pytester: pytest.Pytester) -
     result = pytester.runpytest(
         OPTION_CONFORMANCE, OPTION_ADAPTER, "openai", "-k", "test_async_generate", "-q"
     )
-    result.assert_outcomes(passed=1, deselected=9)
+    result.assert_outcomes(passed=1, deselected=SUITE_TESTS - 1)
     assert set(log.read_text().split()) == {"only-openai"}
+
+
+# --- third-party ergonomics ----------------------------------------------------------
+
+
+def _collected_adapters(result: pytest.RunResult, test: str) -> set[str]:
+    prefix = f"{SUITE_NODEID}::{test}["
+    return {ln[len(prefix) : -1] for ln in result.stdout.lines if ln.startswith(prefix)}
+
+
+def test_adapters_are_selected_by_glob(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest(
+        OPTION_CONFORMANCE, OPTION_ADAPTER, "openai-*", OPTION_ADAPTER, "ollama", "--co", "-q"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    picked = _collected_adapters(result, "test_sync_generate")
+    assert picked == {"openai-compat", "openai-responses", "ollama"}
+
+    pytester.makeini(f"[pytest]\n{INI_CONFORMANCE} = true\n{INI_ADAPTERS} = azure-* gem?ni\n")
+    result = pytester.runpytest("--co", "-q")
+    picked = _collected_adapters(result, "test_sync_generate")
+    assert picked == {"azure-foundry", "azure-deployments", "gemini"}
+
+
+def test_a_glob_that_matches_nothing_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest(OPTION_CONFORMANCE, OPTION_ADAPTER, "acme-*", "--co")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no conformance adapter named or matching 'acme-*'*"])
+
+
+def _docs_python_block(page: str, marker: str) -> str:
+    text = (ROOT / "docs" / page).read_text("utf-8")
+    found = [b for b in re.findall(r"^```python\n(.*?)^```", text, re.S | re.M) if marker in b]
+    assert len(found) == 1, f"expected one python block with {marker!r} in {page}"
+    return found[0]
+
+
+@pytest.mark.parametrize(("how", "profile"), [("env", "ci"), ("option", "ci"), ("none", "default")])
+def test_the_docs_profile_snippet_loads_the_profile(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: str, profile: str
+) -> None:
+    """The adapter guide's conftest snippet, verbatim: `HYPOTHESIS_PROFILE=ci` (or
+    Hypothesis's own `--hypothesis-profile ci`) really selects the registered profile."""
+    pytester.makeconftest(_docs_python_block("adapter-authors.md", "register_profile"))
+    monkeypatch.delenv("HYPOTHESIS_PROFILE", raising=False)
+    args = [OPTION_CONFORMANCE, OPTION_ADAPTER, "openai", "-k", "test_sync_generate"]
+    if how == "env":
+        monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    elif how == "option":
+        args += ["--hypothesis-profile", "ci"]
+    result = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider", timeout=240)
+    result.assert_outcomes(passed=1, deselected=SUITE_TESTS - 1)
+    examples = 30 if profile == "ci" else 100
+    assert f"examples per property: {examples}, hypothesis profile {profile!r}" in (
+        result.stdout.str()
+    )
+
+
+def test_recorded_traffic_replays_the_configured_cassette_dir(pytester: pytest.Pytester) -> None:
+    recorded = pytester.mkdir("recorded")
+    shutil.copytree(ROOT / "cassettes" / "openai", recorded / "openai")
+    args = [OPTION_CONFORMANCE, OPTION_ADAPTER, "openai", "-k", "test_recorded_traffic"]
+    args += ["-p", "no:cacheprovider", "-rs"]
+
+    # The default, <rootdir>/cassettes, does not exist in this project.
+    result = pytester.runpytest_subprocess(*args, timeout=840)
+    result.assert_outcomes(skipped=1, deselected=SUITE_TESTS - 1)
+    assert f"no bundled cassettes under {pytester.path / 'cassettes' / 'openai'}" in (
+        result.stdout.str()
+    )
+
+    result = pytester.runpytest_subprocess(*args, f"{OPTION_CASSETTE_DIR}=recorded", timeout=240)
+    result.assert_outcomes(passed=1, deselected=SUITE_TESTS - 1)
+
+    pytester.makeini(f"[pytest]\n{INI_CASSETTE_DIR} = recorded\n")
+    result = pytester.runpytest_subprocess(*args, timeout=840)
+    result.assert_outcomes(passed=1, deselected=SUITE_TESTS - 1)
+
+
+CHOKES_CONFTEST = """
+from anyinfer import ProtocolError
+from anyinfer.adapters import OpenAIChatAdapter, ReasoningPart, TextPart, ToolCallPart
+
+
+class ChokesOnContent(OpenAIChatAdapter):
+    # Raises at the first content part: a bug in reading content, not in closing.
+    def parts_from_chunk(self, chunk, key):
+        for part in super().parts_from_chunk(chunk, key):
+            if isinstance(part, (TextPart, ReasoningPart, ToolCallPart)):
+                raise ProtocolError("choked on content", provider=self.instance_id)
+            yield part
+
+
+def pytest_anyinfer_configure(registry):
+    registry.add("chokes", ChokesOnContent, dialect="openai-chat")
+"""
+
+
+def test_exit_shows_not_reached_when_attempts_fail_before_any_delta(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(PROFILE.format(phases=NO_SHRINK) + CHOKES_CONFTEST)
+    result = pytester.runpytest_subprocess(
+        OPTION_CONFORMANCE,
+        OPTION_ADAPTER,
+        "chokes",
+        OPTION_EXAMPLES,
+        "10",
+        "-k",
+        "test_early_exit or test_sync_stream",
+        "-p",
+        "no:cacheprovider",
+        timeout=240,
+    )
+    result.assert_outcomes(failed=3, deselected=SUITE_TESTS - 3)
+    output = result.stdout.str()
+    row = _matrix(output)["chokes"]
+    assert row[EARLY_EXIT] == "-", row
+    assert "FAIL" in row.values()  # the stream test names what did break
+    assert "anyinfer conformance: adapter chokes (" in output
+    assert ") did not reach early-exit-cancels" in output

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import inspect
 import json
 import re
@@ -163,6 +164,27 @@ def run_block(code: str, ns: dict[str, Any]) -> None:
     asyncio.run(go())
 
 
+@contextmanager
+def hypothesis_profiles_kept() -> Iterator[None]:
+    """Undo what an example does to Hypothesis profiles (the adapter guide registers and
+    loads a `ci` profile, as a project's conftest would), so this session keeps its own."""
+    from hypothesis import settings
+    from hypothesis.errors import InvalidArgument
+
+    current = settings.get_current_profile_name()
+    kept = {}
+    for name in {"default", "ci", "dev", "deep", current}:
+        with contextlib.suppress(InvalidArgument):
+            kept[name] = settings.get_profile(name)
+    try:
+        yield
+    finally:
+        for name, profile in kept.items():
+            if settings.get_profile(name) is not profile:
+                settings.register_profile(name, profile)
+        settings.load_profile(current)
+
+
 @pytest.mark.parametrize(
     "page", [p for p in PAGES if blocks(p)], ids=lambda p: str(p.relative_to(ROOT))
 )
@@ -170,11 +192,12 @@ def run_block(code: str, ns: dict[str, Any]) -> None:
 def test_page_examples_run(page: Path) -> None:
     ns = namespace()
     try:
-        for number, code in enumerate(blocks(page), 1):
-            try:
-                run_block(code, ns)
-            except Exception as exc:
-                raise AssertionError(f"{page.name} example #{number} failed:\n{code}") from exc
+        with hypothesis_profiles_kept():
+            for number, code in enumerate(blocks(page), 1):
+                try:
+                    run_block(code, ns)
+                except Exception as exc:
+                    raise AssertionError(f"{page.name} example #{number} failed:\n{code}") from exc
     finally:
         for value in list(ns.values()):
             if isinstance(value, ai.Client):
