@@ -359,7 +359,8 @@ def expect(
         elif fault.kind == "malformed":
             cut = f"a malformed frame inserted before frame {at}"
         elif fault.kind == "provider_error":
-            finish_at = next((i for i, f in enumerate(frames) if f.finish), None)
+            # Providers fail before finishing, and never after their sentinel.
+            finish_at = next((i for i, f in enumerate(frames) if f.finish or f.sentinel), None)
             at = upto = at if finish_at is None else min(at, finish_at)
             cut = f"an in-stream provider error ({fault.code or fault.status}) before frame {at}"
         elif fault.kind == "bomb":

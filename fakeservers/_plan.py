@@ -65,9 +65,10 @@ def error_answer(script: Script, *, stream: bool) -> Fault | None:
 
 def provider_error_at(rendered: Rendered, fault: Fault) -> int:
     """Where a `provider_error` fault's error frame goes: `fault.at`, clamped to the
-    frame count and to the first frame carrying the finish reason."""
+    frame count and to the first frame carrying the finish reason or the sentinel
+    (providers fail before finishing, and never after their sentinel)."""
     at = max(0, min(fault.at, len(rendered.frames)))
-    finish = next((i for i, f in enumerate(rendered.frames) if f.finish), None)
+    finish = next((i for i, f in enumerate(rendered.frames) if f.finish or f.sentinel), None)
     return at if finish is None else min(at, finish)
 
 

@@ -109,7 +109,8 @@ class Fault:
             response size).
         at: Frame index the fault happens before (0 = before the first frame). Clamped
             to the number of frames; a `provider_error` is also clamped to the first
-            frame that carries the finish reason (providers fail before finishing).
+            frame that carries the finish reason or the sentinel (providers fail
+            before finishing, and never after their sentinel).
             Ignored for `status` and `bomb`.
         partial_bytes: For `disconnect`, how many bytes of frame `at` are written
             before the close (a frame cut in half).
