@@ -26,8 +26,11 @@ SENSITIVE_HEADERS = frozenset(
         "set-cookie",
         "openai-organization",
         "openai-project",
+        "anthropic-organization-id",
     }
 )
+"""Header names whose values are secrets or account identifiers: masked in errors, logs
+and raw payloads, and scrubbed from recorded cassettes (one list for both)."""
 _MIN_SECRET_LEN = 4
 
 _lock = threading.Lock()

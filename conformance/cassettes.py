@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from anyinfer._redact import SENSITIVE_HEADERS
+
 __all__ = [
     "MASK",
     "RECORD_MODES",
@@ -48,20 +50,7 @@ RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
 
 MASK = "REDACTED"
 
-_SECRET_HEADERS = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "x-api-key",
-        "api-key",
-        "x-goog-api-key",
-        "cookie",
-        "set-cookie",
-        "openai-organization",
-        "openai-project",
-        "anthropic-organization-id",
-    }
-)
+_SECRET_HEADERS = SENSITIVE_HEADERS  # the library's one list of secret headers
 _SECRET_QUERY = frozenset({"key", "api_key", "api-key", "apikey", "token", "access_token", "sig"})
 _KEY_PATTERNS = re.compile(
     r"(sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,})"  # OpenAI / Anthropic style keys
