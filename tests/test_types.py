@@ -38,7 +38,9 @@ def test_error_carries_context_and_info() -> None:
     err = ai.RateLimitError("slow down", provider="openai", http_status=429, retry_after=2.5)
     assert err.retryable and err.retry_after == 2.5
     info = err.to_info()
-    assert info == ai.ErrorInfo("RateLimitError", "openai", "generate", True, 429, "slow down")
+    assert info == ai.ErrorInfo(
+        "RateLimitError", "openai", "generate", True, 429, "slow down", retry_after=2.5
+    )
     assert issubclass(ai.ProtocolError, ai.StreamError)
     assert issubclass(ai.StreamError, ai.ProviderError)
     assert not ai.ProtocolError("x").retryable
