@@ -264,14 +264,23 @@ class _Inflate:
 
     def __init__(self, encoding: str) -> None:
         self._gzip = encoding != "deflate"
-        self._d = zlib.decompressobj(zlib.MAX_WBITS | 16 if self._gzip else zlib.MAX_WBITS)
-        # `deflate` is zlib-wrapped by the RFC, raw in practice from some servers: the
-        # first bytes decide (as httpx does).
+        self._d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        # `deflate` is zlib-wrapped by the RFC but raw from some servers: its first two
+        # bytes decide, once they are here.
         self._sniff = not self._gzip
         self._done = False
         self._rest = b""
 
     def feed(self, data: bytes) -> Iterator[bytes]:
+        if self._sniff:
+            data, self._rest = self._rest + data, b""
+            if len(data) < 2:
+                self._rest = data
+                return
+            self._sniff = False
+            cmf, flg = data[0], data[1]
+            zlib_wrapped = cmf & 0x0F == 8 and (cmf * 256 + flg) % 31 == 0
+            self._d = zlib.decompressobj(zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS)
         while not self._done:
             d = self._d
             if d.eof:
@@ -285,15 +294,7 @@ class _Inflate:
                     self._done = True
                     return
                 self._d = d = zlib.decompressobj(zlib.MAX_WBITS | 16)
-            try:
-                out = d.decompress(data, _DECODE_PIECE)
-            except zlib.error:
-                if not self._sniff:
-                    raise
-                self._sniff = False
-                self._d = zlib.decompressobj(-zlib.MAX_WBITS)
-                continue
-            self._sniff = False
+            out = d.decompress(data, _DECODE_PIECE)
             data = d.unconsumed_tail
             if out:
                 yield out
@@ -303,6 +304,8 @@ class _Inflate:
                 return
 
     def flush(self) -> bytes:
+        if self._sniff and self._rest:
+            raise zlib.error("the deflate body ended after one byte")
         return b"" if self._done or self._d.eof else self._d.flush()
 
 
@@ -580,10 +583,17 @@ class HTTPAdapter(Adapter):
         """
         import asyncio
 
-        with contextlib.suppress(TimeoutError, AnyInferError, httpx.HTTPError):
-            async with asyncio.timeout(seconds):
-                async for _ in frames:
-                    pass
+        async def read_rest() -> None:
+            with contextlib.suppress(TimeoutError, AnyInferError, httpx.HTTPError):
+                async with asyncio.timeout(seconds):
+                    async for _ in frames:
+                        pass
+
+        # In a task of its own: a cancellation of this one (the consumer leaving) must not
+        # land on top of the timeout's inside httpx's release of the connection, which
+        # would keep its pool slot for good. The consumer's cancellation waits `seconds`
+        # at most.
+        await finish_uncancelled(read_rest())
 
     async def read_body(
         self, response: httpx.Response, request: GenerationRequest | None = None

@@ -17,6 +17,8 @@ from ._errors import (
     ConfigError,
     ContentFilterError,
     ContextWindowError,
+    PoolExhaustedError,
+    ResponseTooLargeError,
     SchemaViolationError,
     ToolLoopError,
 )
@@ -1206,7 +1208,7 @@ class Client:
             return
         self._closed = True
         try:
-            self._loop.run(self._async.aclose())
+            self._loop.run_alone(self._async.aclose())
         finally:
             self._loop.stop()
 
@@ -1340,8 +1342,15 @@ class Client:
 
 
 def _counts_against_health(error: AnyInferError, decision: str) -> bool:
-    """Whether a failure says something about the target rather than the request."""
-    if decision == "raise" or isinstance(error, ContextWindowError | ContentFilterError):
+    """Whether a failure says something about the target rather than the request.
+
+    The caller's own limits do not: a full connection pool (`PoolExhaustedError`) or a
+    response cut at the caller's `max_response_bytes` (`ResponseTooLargeError`) must not
+    open the breaker that every other caller of the target shares.
+    """
+    if decision == "raise" or isinstance(
+        error, ContextWindowError | ContentFilterError | PoolExhaustedError | ResponseTooLargeError
+    ):
         return False
     return not isinstance(error, ConfigError)
 

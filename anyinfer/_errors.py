@@ -14,6 +14,7 @@ and converts to a redacted, serializable `ErrorInfo` with `to_info()`::
     │   ├── ContextWindowError       the prompt does not fit the model's window
     │   ├── ContentFilterError       the provider refused on content policy
     │   ├── ProviderTimeoutError     connect, first-byte or idle timeout
+    │   │   └── PoolExhaustedError   no free connection in this client's pool in time
     │   ├── ResponseTooLargeError    the response exceeded max_response_bytes
     │   └── StreamError              the connection broke mid-response
     │       └── ProtocolError        the bytes did not follow the wire protocol
@@ -47,6 +48,7 @@ __all__ = [
     "LocalRuntimeError",
     "ModelNotFoundError",
     "OverloadedError",
+    "PoolExhaustedError",
     "ProtocolError",
     "ProviderError",
     "ProviderTimeoutError",
@@ -169,7 +171,8 @@ class ProviderTimeoutError(ProviderError):
     """The provider did not answer in time.
 
     Attributes:
-        timeout_kind: Which limit ran out: `connect`, `first_byte`, `idle` or `total`.
+        timeout_kind: Which limit ran out: `connect`, `first_byte`, `idle`, `total`, or
+            `pool` (waiting for a free connection: `PoolExhaustedError`).
     """
 
     default_retryable = True
@@ -177,6 +180,27 @@ class ProviderTimeoutError(ProviderError):
     def __init__(self, message: str, *, timeout_kind: str = "total", **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.timeout_kind = timeout_kind
+
+
+class PoolExhaustedError(ProviderTimeoutError):
+    """No connection to the provider came free in time: this client's own connection
+    pool was exhausted (`timeout_kind` is `"pool"`).
+
+    The request never reached the provider, so it says nothing about the provider's
+    health. Too many concurrent requests for the pool's size (the provider option
+    `max_connections`), or streams left open, cause it. Not retryable: routing falls
+    back to the next target.
+
+    Attributes:
+        max_connections: The pool's size.
+    """
+
+    default_retryable = False
+
+    def __init__(self, message: str, *, max_connections: int | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("timeout_kind", "pool")
+        super().__init__(message, **kwargs)
+        self.max_connections = max_connections
 
 
 class ResponseTooLargeError(ProviderError):

@@ -130,6 +130,10 @@ class _LoopThread:
     async def _drain(self) -> None:
         """Cancel every other task and finalize async generators, so none is destroyed
         while pending when the loop closes."""
+        await self._cancel_others()
+        await self.loop.shutdown_asyncgens()
+
+    async def _cancel_others(self) -> None:
         import asyncio
 
         current = asyncio.current_task()
@@ -138,10 +142,62 @@ class _LoopThread:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        await self.loop.shutdown_asyncgens()
+
+    def run_alone(self, coro: Any) -> Any:
+        """Cancel what is still running on the loop (open streams, calls from other
+        threads), then run `coro`: closing a client ends its open streams as cancelled
+        rather than with the errors of connections closed under them."""
+
+        if threading.current_thread() is self.thread:
+            coro.close()
+            raise RuntimeError("cannot call the sync Client from its own loop thread")
+
+        async def alone() -> Any:
+            await self._cancel_others()
+            return await coro
+
+        return self.run(alone())
 
 
 _DONE = object()
+
+
+class _Pump:
+    """The loop side of a `SyncStream`: runs the async stream and feeds the queue.
+
+    It holds no reference to its `SyncStream`, so a stream dropped without `close()` is
+    collected, and its finalizer cancels the pump instead of leaving the request running.
+    """
+
+    __slots__ = ("queue", "task")
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.task: asyncio.Task[Any] | None = None
+
+    async def run(self, factory: Callable[[], AsyncStream]) -> None:
+        import asyncio
+
+        self.task = asyncio.current_task()
+        put = self.queue.put
+        try:
+            stream = factory()
+            async with stream:
+                async for event in stream:
+                    put(event)
+        except BaseException as exc:  # delivered to the consuming thread
+            put(_Failure(exc))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            put(_DONE)
+
+    def cancel(self, future: concurrent.futures.Future[Any]) -> None:
+        """Cancel the pump (call on the loop thread)."""
+        if self.task is not None:
+            self.task.cancel()
+        else:
+            future.cancel()
 
 
 class SyncStream:
@@ -159,32 +215,21 @@ class SyncStream:
     def __init__(self, loop: _LoopThread, factory: Callable[[], AsyncStream]) -> None:
         self._loop = loop
         self._factory = factory
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._state = _Pump()
+        self._queue = self._state.queue
         self._pump: concurrent.futures.Future[Any] | None = None
-        self._task: asyncio.Task[Any] | None = None
         self._result: Generation | None = None
         self._finished = False
+        self._closed = False
 
     def _start(self) -> None:
         if self._pump is None:
-            self._pump = self._loop.submit(self._run())
+            if self._loop.loop.is_closed():
+                from ._errors import ConfigError
 
-    async def _run(self) -> None:
-        import asyncio
-
-        self._task = asyncio.current_task()
-        put = self._queue.put
-        try:
-            stream = self._factory()
-            async with stream:
-                async for event in stream:
-                    put(event)
-        except BaseException as exc:  # delivered to the consuming thread
-            put(_Failure(exc))
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-        else:
-            put(_DONE)
+                self._finished = True
+                raise ConfigError("this stream's client is closed")
+            self._pump = self._loop.submit(self._state.run(self._factory))
 
     @property
     def result(self) -> Generation:
@@ -212,7 +257,14 @@ class SyncStream:
             raise StopIteration
         if type(item) is _Failure:
             self._finished = True
-            raise item.exc
+            exc = item.exc
+            if _is_cancellation(exc):
+                if self._closed:  # close() from another thread: the stream just ends
+                    raise StopIteration
+                from ._errors import ConfigError
+
+                raise ConfigError("the client was closed while this stream was open") from None
+            raise exc
         if type(item) is StreamEnded:
             self._result = item.result
         return item  # type: ignore[no-any-return]
@@ -231,25 +283,33 @@ class SyncStream:
         self.close()
 
     def close(self) -> None:
-        """Cancel the underlying request and drain any buffered events."""
-        self._finished = True
+        """Cancel the underlying request and wait until it has released its connection.
+
+        Idempotent, and safe from another thread while one is iterating: that iteration
+        then simply ends.
+        """
+        self._finished = self._closed = True
         pump = self._pump
         if pump is None or pump.done():
             return
         loop = self._loop.loop
-
-        def cancel() -> None:
-            if self._task is not None:
-                self._task.cancel()
-            else:
-                pump.cancel()
-
         from concurrent.futures import CancelledError
 
-        loop.call_soon_threadsafe(cancel)
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            loop.call_soon_threadsafe(self._state.cancel, pump)
         # Cancellation is the point; a failure after close is moot.
         with contextlib.suppress(CancelledError, Exception):
             pump.result()
+
+    def __del__(self) -> None:
+        # Dropped without close(): cancel the request rather than let it run on.
+        pump = getattr(self, "_pump", None)
+        if pump is None or pump.done():
+            return
+        with contextlib.suppress(Exception):
+            loop = self._loop.loop
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self._state.cancel, pump)
 
     def collect(self) -> Generation:
         """Drain the stream and return the final result."""
@@ -263,3 +323,10 @@ class _Failure:
 
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    import asyncio
+    import concurrent.futures
+
+    return isinstance(exc, asyncio.CancelledError | concurrent.futures.CancelledError)

@@ -46,6 +46,7 @@ __all__ = [
     "G4",
     "GUARANTEES",
     "ONE_REQUEST",
+    "RESOURCES",
     "RESULT_AGREEMENT",
     "ROBUST",
     "SHORT_NAMES",
@@ -88,6 +89,10 @@ EARLY_EXIT = "early-exit-cancels"
 """Leaving a stream early closes the provider connection."""
 ONE_REQUEST = "one-request"
 """One generation sends exactly the one scripted request, to an endpoint the dialect serves."""
+RESOURCES = "resources"
+"""Over one long-lived client, early exits, cancellations and faults leave no pool slot,
+connection, fd, thread or task behind; sequential requests reuse one connection; a
+decompression bomb stays bounded by `max_response_bytes` (`conformance.resources`)."""
 
 SHORT_NAMES: dict[str, str] = {
     G1: "G1",
@@ -100,6 +105,7 @@ SHORT_NAMES: dict[str, str] = {
     ERROR_TYPE: "errors",
     EARLY_EXIT: "exit",
     ONE_REQUEST: "1-req",
+    RESOURCES: "res",
 }
 """Column labels for the terminal matrix."""
 
@@ -114,6 +120,7 @@ GUARANTEES: tuple[str, ...] = (
     ERROR_TYPE,
     EARLY_EXIT,
     ONE_REQUEST,
+    RESOURCES,
 )
 """Every guarantee id, in report order."""
 

@@ -36,6 +36,7 @@ __all__ = [
     "OPTION_ADAPTER",
     "OPTION_CONFORMANCE",
     "OPTION_EXAMPLES",
+    "OPTION_RESOURCES",
     "SUITE_NODEID",
 ]
 
@@ -46,6 +47,8 @@ OPTION_ADAPTER = "--anyinfer-adapter"
 every registered adapter."""
 OPTION_EXAMPLES = "--anyinfer-examples"
 """Hypothesis examples per property."""
+OPTION_RESOURCES = "--anyinfer-resources"
+"""Also run the `resources` check (slower: its own CI job)."""
 INI_CONFORMANCE = "anyinfer_conformance"
 INI_ADAPTERS = "anyinfer_adapters"
 INI_EXAMPLES = "anyinfer_examples"
@@ -109,6 +112,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="N",
         help="Hypothesis examples per conformance property (default: the active "
         "Hypothesis profile's max_examples)",
+    )
+    group.addoption(
+        OPTION_RESOURCES,
+        action="store_true",
+        default=False,
+        dest="anyinfer_resources",
+        help="also run the conformance resources check (many requests through one "
+        "long-lived client; about 3 s per adapter)",
     )
     parser.addini(INI_CONFORMANCE, "run the AnyInfer conformance suite", type="bool", default=False)
     parser.addini(

@@ -22,6 +22,7 @@ from types import TracebackType
 
 import httpx
 
+from ._bomb import bomb_rendered
 from ._plan import Action, Disconnect, Stall, Write, error_answer, plan
 from ._script import Fault, Rendered
 from ._source import RecordedRequest, Scripts, ScriptSource, parse_json_body
@@ -76,8 +77,9 @@ class FakeServer:
     which receives an `httpx.Request` rebuilt from what arrived). A `disconnect` fault
     writes the bytes before it and aborts the connection with no terminating chunk;
     a `stall` fault stops writing and waits until the client closes or the server stops;
-    a `status` fault answers with the dialect's error response. Connections are kept
-    alive across requests.
+    a `status` fault answers with the dialect's error response; a `bomb` fault answers
+    with a few KB of `Content-Encoding: gzip, gzip` that decode to 1 GiB. Connections
+    are kept alive across requests.
 
     Strict: a request with no script left, or to an endpoint the dialect does not
     serve, gets an error response in the dialect's shape and makes `assert_all_used`
@@ -361,6 +363,8 @@ class FakeServer:
             error = dialect.render_error(answer)
             return await self._send_whole(writer, error, keep_alive=keep_alive)
         rendered = dialect.render(script, stream=stream)
+        if script.fault is not None and script.fault.kind == "bomb":
+            return await self._send_whole(writer, bomb_rendered(rendered), keep_alive=keep_alive)
         return await self._send_planned(
             reader, writer, rendered, plan(rendered, script, dialect), keep_alive=keep_alive
         )

@@ -9,6 +9,7 @@ import anyio
 import anyio.lowlevel
 import httpx
 
+from ._bomb import bomb_rendered
 from ._plan import Action, Disconnect, Stall, Write, error_answer, plan
 from ._source import RecordedRequest, Scripts, ScriptSource, parse_json_body
 from .dialects import Dialect, resolve_dialect
@@ -101,9 +102,13 @@ class FakeTransport(httpx.AsyncBaseTransport):
         rendered = dialect.render(script, stream=stream)
         timeouts: Any = request.extensions.get("timeout") or {}
         read_timeout = timeouts.get("read") if isinstance(timeouts, dict) else None
-        body_stream = _PlannedStream(
-            plan(rendered, script, dialect), request, read_timeout, self._note_closed_early
-        )
+        if script.fault is not None and script.fault.kind == "bomb":
+            # A stream body, so that httpx does not decode it here.
+            rendered = bomb_rendered(rendered)
+            actions: list[Action] = [Write(rendered.body)]
+        else:
+            actions = plan(rendered, script, dialect)
+        body_stream = _PlannedStream(actions, request, read_timeout, self._note_closed_early)
         return httpx.Response(rendered.status, headers=rendered.headers, stream=body_stream)
 
 

@@ -383,12 +383,14 @@ class AnthropicAdapter(HTTPAdapter):
                 yield END
                 return
             state = _StreamState()
-            async for sse in self.iter_sse(response, request):
+            frames = self.iter_sse(response, request)
+            async for sse in frames:
                 event = as_dict(self.parse_json(sse.data), self.instance_id, "event")
                 if request.retain_raw:
                     yield RawPart(event)
                 kind = opt_str(event.get("type"), self.instance_id, "event.type") or sse.event
                 if kind == "message_stop":
+                    await self.drain(frames)  # lets httpx keep the connection alive
                     yield END
                     return
                 for part in self.parts_from_event(kind, event, state):

@@ -485,7 +485,8 @@ class GeminiAdapter(HTTPAdapter):
                     yield END  # a clean end of the body after a finish reason
                 return
             reader = _JSONStreamReader(self.instance_id)
-            async for data in self.iter_bytes(response, request):
+            reads = self.iter_bytes(response, request)
+            async for data in reads:
                 for item in reader.feed(data):
                     chunk = self.parse_json(item)
                     if request.retain_raw:
@@ -493,6 +494,7 @@ class GeminiAdapter(HTTPAdapter):
                     for part in self.parts_from_chunk(chunk, state, "stream"):
                         yield part
                 if reader.closed:
+                    await self.drain(reads)  # lets httpx keep the connection alive
                     yield END  # the array's closing bracket
                     return
             if not reader.array and not reader.partial and state.finish is not None:

@@ -295,13 +295,16 @@ class OllamaAdapter(HTTPAdapter):
                 # A whole body is complete even if a lenient server left out `done`.
                 yield END
                 return
-            async for obj in self.iter_ndjson(response, request):
+            frames = self.iter_ndjson(response, request)
+            async for obj in frames:
                 if request.retain_raw:
                     yield RawPart(obj)
                 for part in self.parts_from_object(obj, tally):
-                    yield part
                     if isinstance(part, EndPart):
+                        await self.drain(frames)  # lets httpx keep the connection alive
+                        yield part
                         return
+                    yield part
         finally:
             await response.aclose()
 

@@ -31,13 +31,14 @@ import dataclasses
 import json
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal, get_args
 
 import httpx
 
-from .._adapter import DiscoveredModel, base_url_env
+from .._adapter import POOL_OPTIONS, DiscoveredModel, base_url_env
 from .._errors import ConfigError, ProviderError, StreamError
 from .._parts import END, Part, PhasesPart, RawPart, WarningPart
 from .._request import GenerationRequest
@@ -310,12 +311,13 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
                 "'http://127.0.0.1:8080/v1'",
                 provider=pid,
             )
-        unknown = sorted(set(settings.options) - self.option_keys)
+        accepted = self.option_keys | POOL_OPTIONS
+        unknown = sorted(set(settings.options) - accepted)
         if unknown:
             raise ConfigError(
                 f"provider {pid!r} ({self.provider_id}) does not understand options "
                 f"{', '.join(map(repr, unknown))}; it accepts "
-                f"{', '.join(sorted(self.option_keys))}",
+                f"{', '.join(sorted(accepted))}",
                 provider=pid,
             )
         self.quirks = quirks_for(self.engine_for(settings), settings.options, pid)
@@ -422,8 +424,11 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
         try:
             if fell_back:
                 yield WarningPart(f"{self.instance_id}: {_FALLBACK_WARNING}")
-            async for part in self.parts_from_response(response, request):
-                yield part
+            # Closed here, not when collected: its drain must run before the close.
+            parts = self.parts_from_response(response, request)
+            async with aclosing(parts):  # type: ignore[type-var]
+                async for part in parts:
+                    yield part
         finally:
             await response.aclose()
 

@@ -291,8 +291,10 @@ class OpenAIResponsesAdapter(HTTPAdapter):
                 yield END
                 return
             reader = ResponsesReader(self, phase="stream")
-            async for sse in self.iter_sse(response, request):
+            frames = self.iter_sse(response, request)
+            async for sse in frames:
                 if sse.data.strip() == b"[DONE]":
+                    await self.drain(frames)  # lets httpx keep the connection alive
                     yield END
                     return
                 event = self.parse_json(sse.data)
@@ -301,6 +303,7 @@ class OpenAIResponsesAdapter(HTTPAdapter):
                 for part in reader.event(event, sse.event):
                     yield part
                 if reader.finished:
+                    await self.drain(frames)
                     yield END
                     return
         finally:

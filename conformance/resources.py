@@ -1,0 +1,636 @@
+"""The `resources` check: what many requests through one long-lived client leave behind.
+
+One client per path (`AsyncClient` or `Client`) with a small connection pool serves more
+early exits, cancellations and faults than the pool has connections — leaving streams
+through their context manager and keeping the handle, or breaking out and dropping it;
+cancelling a consumer (a task, `asyncio.timeout`, a task cancelled while the stream is
+closing, `close()` from another thread); disconnects, stalls, error statuses, malformed
+frames and a decompression bomb. Afterwards:
+
+- no pool slot is held: as many streams as the pool has connections start at once;
+- sequential requests reuse one connection (the body is drained after the sentinel);
+- file descriptors, threads and asyncio tasks are back where they started (psutil);
+- the bomb (a few KB that decode to 1 GiB) failed typed, with memory bounded near
+  `max_response_bytes`.
+
+Run it with `pytest --anyinfer-conformance --anyinfer-resources`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import anyinfer as ai
+from fakeservers import FakeServer, Fault, Script, ScriptUsage, Text
+
+from .checker import RESOURCES, Violation
+
+if TYPE_CHECKING:
+    import httpx
+
+    from .runner import Harness
+
+__all__ = [
+    "BOMB_LIMIT_BYTES",
+    "BOMB_RSS_SLACK_BYTES",
+    "POOL_SIZE",
+    "ROUNDS",
+    "check_resources",
+]
+
+POOL_SIZE = 2
+"""The pool the check runs with (the provider option `max_connections`)."""
+ROUNDS = POOL_SIZE + 1
+"""How many of each kind of early exit, cancellation and fault: more than the pool."""
+REQUEST_TIMEOUT_S = 3.0
+"""Timeout of ordinary requests (and of a pool wait: a held slot shows up as a
+`PoolExhaustedError` this long after the request)."""
+STALL_TIMEOUT_S = 0.25
+"""Timeout of the stall faults."""
+START_LIMIT_S = 1.5
+"""How long `POOL_SIZE` concurrent streams may take to show their first content."""
+SETTLE_S = 3.0
+"""How long fds, threads and tasks may take to return to their baseline."""
+BOMB_LIMIT_BYTES = 4 * 1024 * 1024
+"""`max_response_bytes` of the bomb request."""
+BOMB_RSS_SLACK_BYTES = 96 * 1024 * 1024
+"""How far resident memory may grow while the bomb is read (it decodes to 1 GiB)."""
+
+_CONTENT = (ai.TextDelta, ai.ReasoningDelta, ai.ToolCallDelta)
+_PROMPT = "Resource check: answer as scripted."
+
+
+@dataclass(slots=True)
+class _Served:
+    """The script the shared server answers with next (`FakeServer` takes a callable)."""
+
+    harness: Harness
+    script: Script = field(default_factory=Script)
+    staged: bool = False
+
+    def __call__(self, request: httpx.Request) -> Script:
+        import json
+
+        if not self.staged:
+            return self.script
+        try:
+            payload = json.loads(request.content) if request.content else None
+        except ValueError:
+            payload = None
+        dialect = self.harness.dialect
+        streamed = dialect.request_wants_stream(request.method, request.url.path, payload)
+        return self.harness.staged(self.script, streamed=streamed)
+
+
+@dataclass(slots=True)
+class _Report:
+    """Violations found, with the script that was being served."""
+
+    found: list[Violation] = field(default_factory=list)
+    script: Script | None = None
+
+    def add(self, message: str, script: Script | None = None) -> None:
+        violation = Violation(RESOURCES, message)
+        if violation not in self.found:
+            self.found.append(violation)
+        if self.script is None and script is not None:
+            self.script = script
+
+
+class _Abort(Exception):
+    """The pool is exhausted: every later request would only wait for it."""
+
+
+def _pool_exhausted(exc: BaseException) -> bool:
+    if isinstance(exc, ai.PoolExhaustedError):
+        return True
+    if isinstance(exc, ai.AllTargetsFailedError) and exc.attempts:
+        error = exc.attempts[-1].error
+        return error is not None and error.type_name == "PoolExhaustedError"
+    return False
+
+
+def _base_script() -> Script:
+    return Script(pieces=tuple(Text(f"w{i} ") for i in range(12)), usage=ScriptUsage(5, 12))
+
+
+def _faults(base: Script) -> list[tuple[str, Script, float]]:
+    """`(name, script, timeout)` of the faults served, `ROUNDS` rounds in all."""
+    kinds: list[tuple[str, Script, float]] = [
+        ("disconnect", replace(base, fault=Fault("disconnect", at=3, partial_bytes=2)), 0.0),
+        ("stall", replace(base, fault=Fault("stall", at=2)), STALL_TIMEOUT_S),
+        ("status 500", replace(base, fault=Fault("status", status=500, message="boom")), 0.0),
+        ("status 429", replace(base, fault=Fault("status", status=429, message="slow")), 0.0),
+        ("malformed", replace(base, fault=Fault("malformed", at=2)), 0.0),
+    ]
+    return kinds * ROUNDS
+
+
+class _Sampler:
+    """Samples this process's resident memory on a thread, keeping the peak."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._proc = psutil.Process()
+        self.start = self.peak = self._proc.memory_info().rss
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="anyinfer-rss", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.002):
+            self.peak = max(self.peak, self._proc.memory_info().rss)
+
+    def __enter__(self) -> _Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._proc.memory_info().rss)
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    fds: int
+    threads: frozenset[int]
+    tasks: int
+
+    @classmethod
+    def take(cls, tasks: int) -> _Snapshot:
+        import psutil
+
+        return cls(
+            psutil.Process().num_fds(),
+            frozenset(t.ident for t in threading.enumerate() if t.ident is not None),
+            tasks,
+        )
+
+    def leftovers(self, now: _Snapshot) -> list[str]:
+        problems = []
+        if now.fds > self.fds:
+            problems.append(f"{now.fds - self.fds} more open file descriptors ({now.fds})")
+        extra = now.threads - self.threads
+        if extra:
+            names = sorted(t.name for t in threading.enumerate() if t.ident in extra)
+            problems.append(f"{len(extra)} more threads: {', '.join(names)}")
+        if now.tasks > self.tasks:
+            problems.append(f"{now.tasks - self.tasks} more asyncio tasks on the client's loop")
+        return problems
+
+
+def check_resources(harness: Harness, *, sync: bool) -> tuple[list[Violation], Script | None]:
+    """Run the resources check for one path.
+
+    Args:
+        harness: The harness of the adapter under test.
+        sync: Check `Client` (else `AsyncClient`).
+
+    Returns:
+        The violations (empty when the guarantee held) and the script being served when
+        the first one was found.
+    """
+    report = _Report()
+    served = _Served(harness)
+    with FakeServer(harness.dialect, served) as server:
+        settings = harness.settings(base_url=server.base_url)
+        options = {**settings.options, "max_connections": POOL_SIZE}
+        settings = replace(settings, options=options, timeout_s=REQUEST_TIMEOUT_S)
+        target = f"{harness.entry.name}:{_base_script().model}"
+        # No retries (each script is served once) and no breaker: a fault must not stop
+        # later requests from reaching the server.
+        route = ai.Route(target, retry=ai.RetryPolicy(max_retries=0), breaker_threshold=0)
+        run = _SyncRun if sync else _AsyncRun
+        with contextlib.suppress(_Abort):
+            run(harness, server, served, settings, route, report).go()
+    return report.found, report.script
+
+
+class _Run:
+    """What both paths share: the scenarios, in order, and the checks after them."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        server: FakeServer,
+        served: _Served,
+        settings: ai.ProviderSettings,
+        route: ai.Route,
+        report: _Report,
+    ) -> None:
+        self.harness = harness
+        self.server = server
+        self.served = served
+        self.settings = settings
+        self.route = route
+        self.report = report
+        self.kept: list[Any] = []  # stream handles kept alive until the end
+        self.requests = 0
+
+    def serve(self, script: Script, *, staged: bool = False) -> Script:
+        self.served.script, self.served.staged = script, staged
+        self.requests += 1
+        return script
+
+    def check_pool(self, name: str, script: Script, exc: BaseException) -> None:
+        """Stop at the first request that found the pool exhausted: a slot is held."""
+        if _pool_exhausted(exc):
+            self.report.add(
+                f"{name}: the connection pool (max_connections={POOL_SIZE}) was exhausted at "
+                f"request {self.requests}: earlier early exits, cancellations or faults left "
+                f"a pool slot held ({type(exc).__name__}: {exc})",
+                script,
+            )
+            raise _Abort
+
+    def typed(self, name: str, script: Script, exc: BaseException | None) -> None:
+        if exc is not None:
+            self.check_pool(name, script, exc)
+        if exc is not None and not isinstance(exc, ai.AnyInferError):
+            self.report.add(f"{name}: raised {type(exc).__name__}: {exc!r}", script)
+
+    def leftovers(self, baseline: _Snapshot, tasks: Callable[[], int]) -> list[str]:
+        """What is still there that was not at the start (called until it settles)."""
+        gc.collect()
+        return baseline.leftovers(_Snapshot.take(tasks()))
+
+    def after(self, problems: list[str], opened_before: int) -> None:
+        """Report the leftovers, and whether sequential requests reused a connection."""
+        for problem in problems:
+            self.report.add(f"after the run, compared with its start: {problem}")
+        opened = self.server.connections_opened - opened_before
+        if opened > 1:
+            self.report.add(
+                f"sequential requests opened {opened} connections, not one: the connection "
+                "is not reused (is the body drained after the protocol's end marker?)",
+                self.served.script,
+            )
+
+    def bomb_verdict(self, sampler: _Sampler, exc: BaseException | None, script: Script) -> None:
+        if exc is not None:
+            self.check_pool("the decompression bomb", script, exc)
+        if not isinstance(exc, ai.ResponseTooLargeError | ai.AllTargetsFailedError):
+            what = "succeeded" if exc is None else f"raised {type(exc).__name__}: {exc}"
+            self.report.add(
+                f"a decompression bomb under max_response_bytes={BOMB_LIMIT_BYTES} {what}, "
+                "not ResponseTooLargeError",
+                script,
+            )
+        elif isinstance(exc, ai.AllTargetsFailedError):
+            error = exc.attempts[-1].error if exc.attempts else None
+            if error is None or error.type_name != "ResponseTooLargeError":
+                kind = error.type_name if error is not None else "nothing"
+                self.report.add(
+                    f"a decompression bomb failed as {kind}, not ResponseTooLargeError", script
+                )
+        if sampler.growth > BOMB_RSS_SLACK_BYTES:
+            self.report.add(
+                f"reading a decompression bomb with max_response_bytes={BOMB_LIMIT_BYTES} grew "
+                f"resident memory by {sampler.growth // (1024 * 1024)} MB (the body is decoded "
+                "before its size is checked)",
+                script,
+            )
+
+    def go(self) -> None:
+        raise NotImplementedError
+
+
+class _SyncRun(_Run):
+    def go(self) -> None:
+        with ai.Client([self.settings], registry=self.harness._providers) as client:
+            self.client = client
+            self.concurrent_starts("warm-up")
+            self.full_stream()
+            loop = getattr(getattr(client, "_loop", None), "loop", None)
+
+            def tasks() -> int:
+                return len(asyncio.all_tasks(loop)) if loop is not None else 0
+
+            baseline = _Snapshot.take(tasks())
+            base = _base_script()
+            for _ in range(ROUNDS):
+                self.early_exit(base, staged=True, keep=True)
+                self.early_exit(base, staged=False, keep=True)
+                self.early_exit(base, staged=True, keep=False)
+                self.close_from_another_thread(base)
+            for name, script, timeout in _faults(base):
+                self.fault(name, script, timeout)
+            self.bomb(base)
+            self.concurrent_starts("after the run")
+            opened = self.server.connections_opened
+            for _ in range(3):
+                self.full_stream()
+                self.generate()
+            deadline = time.monotonic() + SETTLE_S
+            while (problems := self.leftovers(baseline, tasks)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.after(problems, opened)
+            self.kept.clear()
+
+    def stream(self, script: Script, timeout: float = 0.0, **kw: Any) -> ai.SyncStream:
+        return self.client.stream(
+            _PROMPT, route=self.route, timeout_s=timeout or REQUEST_TIMEOUT_S, **kw
+        )
+
+    def full_stream(self) -> None:
+        script = self.serve(_base_script())
+        try:
+            self.stream(script).collect()
+        except Exception as exc:
+            self.check_pool("a plain stream", script, exc)
+            self.report.add(f"a plain stream failed: {type(exc).__name__}: {exc}", script)
+
+    def generate(self) -> None:
+        script = self.serve(_base_script())
+        try:
+            self.client.generate(_PROMPT, route=self.route, timeout_s=REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            self.check_pool("a plain generate", script, exc)
+            self.report.add(f"a plain generate failed: {type(exc).__name__}: {exc}", script)
+
+    def early_exit(self, base: Script, *, staged: bool, keep: bool) -> None:
+        script = self.serve(base, staged=staged)
+        name = f"early exit ({'stalled' if staged else 'finite'} stream, " + (
+            "with, handle kept)" if keep else "no with, handle dropped)"
+        )
+        try:
+            stream = self.stream(script)
+            if keep:
+                self.kept.append(stream)
+                with stream:
+                    for event in stream:
+                        if isinstance(event, _CONTENT):
+                            break
+            else:
+                for event in stream:
+                    if isinstance(event, _CONTENT):
+                        break
+                del stream
+        except BaseException as exc:
+            self.typed(name, script, exc)
+
+    def close_from_another_thread(self, base: Script) -> None:
+        script = self.serve(base, staged=True)
+        stream = self.stream(script)
+        started = threading.Event()
+        outcome: list[BaseException | None] = []
+
+        def consume() -> None:
+            try:
+                for event in stream:
+                    if isinstance(event, _CONTENT):
+                        started.set()
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+            finally:
+                started.set()
+
+        thread = threading.Thread(target=consume, name="anyinfer-resources-consumer")
+        thread.start()
+        started.wait(REQUEST_TIMEOUT_S)
+        stream.close()
+        thread.join(REQUEST_TIMEOUT_S * 2)
+        if thread.is_alive():
+            self.report.add("close() from another thread did not end the iteration", script)
+        elif outcome and outcome[0] is not None:
+            exc = outcome[0]
+            self.check_pool("close() from another thread", script, exc)
+            self.report.add(
+                "close() from another thread mid-stream raised "
+                f"{type(exc).__name__}: {exc!r} in the consuming thread (it should just end)",
+                script,
+            )
+
+    def fault(self, name: str, script: Script, timeout: float) -> None:
+        self.serve(script)
+        try:
+            self.stream(script, timeout).collect()
+        except BaseException as exc:
+            self.typed(name, script, exc)
+
+    def bomb(self, base: Script) -> None:
+        script = self.serve(replace(base, fault=Fault("bomb")))
+        error: BaseException | None = None
+        with _Sampler() as sampler:
+            try:
+                self.stream(script, max_response_bytes=BOMB_LIMIT_BYTES).collect()
+            except BaseException as exc:
+                error = exc
+        self.bomb_verdict(sampler, error, script)
+
+    def concurrent_starts(self, when: str) -> None:
+        script = self.serve(_base_script(), staged=True)
+        streams = [self.stream(script) for _ in range(POOL_SIZE)]
+        start = time.monotonic()
+        try:
+            for stream in streams:
+                for event in stream:
+                    if isinstance(event, _CONTENT):
+                        break
+        except Exception as exc:
+            self.check_pool(f"{when}: {POOL_SIZE} concurrent streams", script, exc)
+            self.report.add(
+                f"{when}: {POOL_SIZE} concurrent streams could not all start "
+                f"(max_connections={POOL_SIZE}): {type(exc).__name__}: {exc} — a pool slot "
+                "is held",
+                script,
+            )
+        else:
+            took = time.monotonic() - start
+            if took > START_LIMIT_S:
+                self.report.add(
+                    f"{when}: {POOL_SIZE} concurrent streams took {took:.2f}s to start "
+                    "(a pool slot was held)",
+                    script,
+                )
+        finally:
+            for stream in streams:
+                stream.close()
+
+
+class _AsyncRun(_Run):
+    def go(self) -> None:
+        asyncio.run(self.main())
+
+    async def main(self) -> None:
+        async with ai.AsyncClient([self.settings], registry=self.harness._providers) as client:
+            self.client = client
+            await self.concurrent_starts("warm-up")
+            await self.full_stream()
+            current = asyncio.current_task()
+
+            def tasks() -> int:
+                return len([t for t in asyncio.all_tasks() if t is not current])
+
+            baseline = _Snapshot.take(tasks())
+            base = _base_script()
+            for _ in range(ROUNDS):
+                await self.early_exit(base, staged=True, keep=True)
+                await self.early_exit(base, staged=False, keep=True)
+                await self.early_exit(base, staged=True, keep=False)
+                await self.cancel_task(base, while_closing=False)
+                await self.cancel_task(base, while_closing=True)
+                await self.timeout_around(base)
+            for name, script, timeout in _faults(base):
+                await self.fault(name, script, timeout)
+            await self.bomb(base)
+            await self.concurrent_starts("after the run")
+            opened = self.server.connections_opened
+            for _ in range(3):
+                await self.full_stream()
+                await self.generate()
+            deadline = time.monotonic() + SETTLE_S
+            while (problems := self.leftovers(baseline, tasks)) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            self.after(problems, opened)
+            self.kept.clear()
+
+    def stream(self, script: Script, timeout: float = 0.0, **kw: Any) -> ai.AsyncStream:
+        return self.client.stream(
+            _PROMPT, route=self.route, timeout_s=timeout or REQUEST_TIMEOUT_S, **kw
+        )
+
+    async def full_stream(self) -> None:
+        script = self.serve(_base_script())
+        try:
+            await self.stream(script).collect()
+        except Exception as exc:
+            self.check_pool("a plain stream", script, exc)
+            self.report.add(f"a plain stream failed: {type(exc).__name__}: {exc}", script)
+
+    async def generate(self) -> None:
+        script = self.serve(_base_script())
+        try:
+            await self.client.generate(_PROMPT, route=self.route, timeout_s=REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            self.check_pool("a plain generate", script, exc)
+            self.report.add(f"a plain generate failed: {type(exc).__name__}: {exc}", script)
+
+    async def early_exit(self, base: Script, *, staged: bool, keep: bool) -> None:
+        script = self.serve(base, staged=staged)
+        name = f"early exit ({'stalled' if staged else 'finite'} stream, " + (
+            "async with, handle kept)" if keep else "no async with, handle dropped)"
+        )
+        try:
+            stream = self.stream(script)
+            if keep:
+                self.kept.append(stream)
+                async with stream:
+                    async for event in stream:
+                        if isinstance(event, _CONTENT):
+                            break
+            else:
+                async for event in stream:
+                    if isinstance(event, _CONTENT):
+                        break
+                del stream
+                gc.collect()
+                for _ in range(5):
+                    await asyncio.sleep(0)  # the async generator finalizer runs here
+        except BaseException as exc:
+            self.typed(name, script, exc)
+
+    async def cancel_task(self, base: Script, *, while_closing: bool) -> None:
+        script = self.serve(base, staged=True)
+        started = asyncio.Event()
+        task: asyncio.Task[None] | None = None
+
+        async def consume() -> None:
+            async with self.stream(script) as stream:
+                async for event in stream:
+                    if isinstance(event, _CONTENT):
+                        if while_closing:
+                            # Cancelled as the context manager closes the stream.
+                            assert task is not None
+                            asyncio.get_running_loop().call_soon(task.cancel)
+                            break
+                        started.set()
+
+        task = asyncio.create_task(consume())
+        if not while_closing:
+            waiter = asyncio.create_task(started.wait())
+            await asyncio.wait(
+                (task, waiter), timeout=REQUEST_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
+            )
+            waiter.cancel()
+            task.cancel()
+        name = "a consumer task cancelled " + ("while closing" if while_closing else "mid-stream")
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        except BaseException as exc:
+            self.typed(name, script, exc)
+
+    async def timeout_around(self, base: Script) -> None:
+        script = self.serve(base, staged=True)
+        try:
+            async with asyncio.timeout(0.1), self.stream(script) as stream:
+                async for _ in stream:
+                    pass
+        except TimeoutError:
+            pass
+        except BaseException as exc:
+            self.typed("asyncio.timeout around the iteration", script, exc)
+
+    async def fault(self, name: str, script: Script, timeout: float) -> None:
+        self.serve(script)
+        try:
+            await self.stream(script, timeout).collect()
+        except BaseException as exc:
+            self.typed(name, script, exc)
+
+    async def bomb(self, base: Script) -> None:
+        script = self.serve(replace(base, fault=Fault("bomb")))
+        error: BaseException | None = None
+        with _Sampler() as sampler:
+            try:
+                await self.stream(script, max_response_bytes=BOMB_LIMIT_BYTES).collect()
+            except BaseException as exc:
+                error = exc
+        self.bomb_verdict(sampler, error, script)
+
+    async def concurrent_starts(self, when: str) -> None:
+        script = self.serve(_base_script(), staged=True)
+        streams = [self.stream(script) for _ in range(POOL_SIZE)]
+
+        async def first_content(stream: ai.AsyncStream) -> None:
+            async for event in stream:
+                if isinstance(event, _CONTENT):
+                    return
+
+        start = time.monotonic()
+        try:
+            await asyncio.gather(*(first_content(s) for s in streams))
+        except Exception as exc:
+            self.check_pool(f"{when}: {POOL_SIZE} concurrent streams", script, exc)
+            self.report.add(
+                f"{when}: {POOL_SIZE} concurrent streams could not all start "
+                f"(max_connections={POOL_SIZE}): {type(exc).__name__}: {exc} — a pool slot "
+                "is held",
+                script,
+            )
+        else:
+            took = time.monotonic() - start
+            if took > START_LIMIT_S:
+                self.report.add(
+                    f"{when}: {POOL_SIZE} concurrent streams took {took:.2f}s to start "
+                    "(a pool slot was held)",
+                    script,
+                )
+        finally:
+            for stream in streams:
+                await stream.aclose()
