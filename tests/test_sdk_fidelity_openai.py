@@ -376,6 +376,47 @@ def test_chat_stream_helper_final_completion_agrees(name: str) -> None:
         check()
 
 
+def test_chat_refusal_reaches_the_sdk_as_refusal_text() -> None:
+    """A refusal (structured outputs) is `refusal` text with finish `stop`, streamed and
+    whole; AnyInfer reads it back as `content_filter` (see `RefusalWatch`)."""
+    from openai.types.chat import ChatCompletion
+
+    dialect = _chat_dialect("openai-chat")
+    refusals = (
+        realistic_scripts(dialect, fault=st.none(), read_sizes=SPLIT_READS)
+        .map(
+            lambda s: replace(
+                s,
+                pieces=tuple(p for p in s.pieces if not isinstance(p, ToolFragment)),
+                finish_reason="content_filter",
+            )
+        )
+        .filter(lambda s: bool(s.text) and dialect.refuses(s))
+    )
+    with _sdk(dialect) as (served, client):
+
+        @RELAXED
+        @given(script=refusals)
+        def check(script: Script) -> None:
+            served.serve(script)
+            want = _expected_chat(dialect, script)
+            assert (want.content, want.refusal, want.finish) == (None, script.text, "stop")
+            stream = client.chat.completions.create(
+                model=MODEL,
+                messages=MESSAGES,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            got, _ = _assemble_chunks(stream, script)
+            assert got == want
+            completion = client.chat.completions.create(model=MODEL, messages=MESSAGES)
+            _strict(ChatCompletion, completion.to_dict(), script)
+            (choice,) = completion.choices
+            assert _message_chat(choice.message, choice.finish_reason, completion.usage) == want
+
+        check()
+
+
 # --- Chat Completions: whole responses -------------------------------------------------------
 
 

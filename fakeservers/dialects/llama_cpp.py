@@ -92,6 +92,10 @@ class LlamaCppDialect(OpenAIChatDialect):
         max_tool_calls=3,
     )
 
+    def refuses(self, script: Script) -> bool:
+        """Never: llama.cpp has no `refusal` field; `content_filter` is sent as it is."""
+        return False
+
     @staticmethod
     def _choice(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         return {"finish_reason": finish_reason, "index": 0, "delta": delta}
