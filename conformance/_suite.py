@@ -52,42 +52,26 @@ def _has_content(script: Script) -> bool:
 
 
 @pytest.mark.anyinfer_conformance(covers=STREAM)
-def test_async_stream(
+def test_stream_paths(
     anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int
 ) -> None:
-    """`AsyncClient.stream()`: grammar, trailing usage, flushing, agreement, errors."""
+    """`AsyncClient.stream()` and `Client.stream()` (each example draws one): grammar,
+    trailing usage, flushing, agreement, errors."""
     anyinfer_harness.check_property(
-        anyinfer_scripts, modes=("async-stream",), max_examples=anyinfer_examples
+        anyinfer_scripts, modes=("async-stream", "sync-stream"), max_examples=anyinfer_examples
     )
 
 
 @pytest.mark.anyinfer_conformance(covers=WHOLE)
-def test_async_generate(
+def test_generate_paths(
     anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int
 ) -> None:
-    """`AsyncClient.generate()`: the result and the errors."""
+    """`AsyncClient.generate()` and `Client.generate()` (each example draws one): the
+    result and the errors."""
     anyinfer_harness.check_property(
-        anyinfer_scripts, modes=("async-generate",), max_examples=anyinfer_examples
-    )
-
-
-@pytest.mark.anyinfer_conformance(covers=STREAM)
-def test_sync_stream(
-    anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int
-) -> None:
-    """`Client.stream()`: the same guarantees through the synchronous facade."""
-    anyinfer_harness.check_property(
-        anyinfer_scripts, modes=("sync-stream",), max_examples=anyinfer_examples
-    )
-
-
-@pytest.mark.anyinfer_conformance(covers=WHOLE)
-def test_sync_generate(
-    anyinfer_harness: Harness, anyinfer_scripts: SearchStrategy[Script], anyinfer_examples: int
-) -> None:
-    """`Client.generate()`."""
-    anyinfer_harness.check_property(
-        anyinfer_scripts, modes=("sync-generate",), max_examples=anyinfer_examples
+        anyinfer_scripts,
+        modes=("async-generate", "sync-generate"),
+        max_examples=anyinfer_examples,
     )
 
 

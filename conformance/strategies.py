@@ -480,17 +480,15 @@ def read_sizes(*, max_size: int = 32) -> SearchStrategy[tuple[int, ...]]:
     """How the body is cut into network reads.
 
     Draws one read per frame (`()`), byte-by-byte reads (`(1,)`, which splits every
-    multi-byte UTF-8 character), or a few small sizes (the last one repeating).
+    multi-byte UTF-8 character), or a few small sizes (the last one repeating). Byte by
+    byte costs a read per byte, so it is drawn less often than the other two.
 
     Args:
         max_size: Largest read size in the random branch.
     """
     _require_sizes("size", 1, max_size, floor=1)
-    return st.one_of(
-        st.just(()),
-        st.just((1,)),
-        st.lists(st.integers(1, max_size), min_size=1, max_size=4).map(tuple),
-    )
+    sizes = st.lists(st.integers(1, max_size), min_size=1, max_size=4).map(tuple)
+    return st.one_of(st.just(()), sizes, st.just(()), sizes, st.just((1,)))
 
 
 def sentinels() -> SearchStrategy[bool]:
@@ -807,13 +805,12 @@ WORLDS: tuple[str, ...] = ("realistic", "hostile")
 """The two script worlds: what real providers send, and odd or malformed shapes."""
 
 
-@st.composite
-def _realistic_usage(draw: st.DrawFn, profile: WireProfile) -> ScriptUsage:
+def _realistic_usage(profile: WireProfile) -> SearchStrategy[ScriptUsage]:
     count = st.integers(0, 100_000)
-    values: dict[str, int | None] = {name: draw(count) for name in profile.usage_fields}
+    fields_ = {name: count for name in profile.usage_fields}
     for name in profile.optional_usage_fields:
-        values[name] = draw(st.one_of(st.none(), count))
-    return ScriptUsage(**values)
+        fields_[name] = st.one_of(st.none(), count)
+    return st.builds(ScriptUsage, **fields_)
 
 
 def _sequential_calls(
@@ -822,23 +819,28 @@ def _sequential_calls(
     """Tool calls as real providers stream them: slot 0 first, each call's fragments
     together, an id (starting with `id_prefix`) and a name on every call's first
     fragment."""
-    ids = st.text(_CALL_ID_ALPHABET, min_size=8, max_size=24).map(lambda s: id_prefix + s)
+    # Strategies are built once here: building them inside a draw costs more than the
+    # rest of an example.
+    ids = st.lists(
+        st.text(_CALL_ID_ALPHABET, min_size=8, max_size=24).map(lambda s: id_prefix + s),
+        min_size=max_calls,
+        max_size=max_calls,
+        unique=True,
+    )
+    names = _tool_names()
+    arguments = tool_arguments()
+    count_ = st.integers(0, max_calls)
 
     @st.composite
     def build(draw: st.DrawFn) -> tuple[ToolFragment, ...]:
-        count = draw(st.integers(0, max_calls))
-        seen: set[str] = set()
+        count = draw(count_)
+        if not count:
+            return ()
+        call_ids = draw(ids)
         out: list[ToolFragment] = []
         for index in range(count):
-            call_id = draw(ids.filter(lambda i: i not in seen))
-            seen.add(call_id)
-            out.extend(
-                draw(
-                    _one_call(
-                        index, _tool_names(), tool_arguments(), st.just(call_id), max_fragments
-                    )
-                )
-            )
+            call = _one_call(index, names, arguments, st.just(call_ids[index]), max_fragments)
+            out.extend(draw(call))
         return tuple(out)
 
     return build()
@@ -914,38 +916,37 @@ def realistic_scripts(
     placements = profile.usage_placements
     with_usage = tuple(p for p in placements if p != "none")
 
+    reasoning_ = st.lists(reasonings(), max_size=max_reasoning) if profile.reasoning else None
+    calls_ = _sequential_calls(profile.max_tool_calls, max_fragments, profile.tool_call_id_prefix)
+    text_with_calls = st.lists(texts(), max_size=max_text if profile.text_with_tools else 0)
+    text_alone = st.lists(texts(), min_size=1, max_size=max(1, max_text))
+    reasons = st.one_of(
+        st.sampled_from(("stop", "stop", "length", "content_filter")),
+        invented_finish_reasons(),
+    )
+    placement_ = st.sampled_from(placements)
+    usage_ = _realistic_usage(profile)
+    keepalives_ = keepalive_positions() if profile.keepalives else None
+    endings = st.sampled_from(profile.line_endings)
+
     @st.composite
     def build(draw: st.DrawFn) -> Script:
-        reasoning = (
-            draw(st.lists(reasonings(), max_size=max_reasoning)) if profile.reasoning else []
-        )
-        calls = draw(
-            _sequential_calls(profile.max_tool_calls, max_fragments, profile.tool_call_id_prefix)
-        )
-        text_max = max_text if profile.text_with_tools or not calls else 0
-        text = draw(st.lists(texts(), min_size=0 if calls else 1, max_size=text_max))
-        if calls:
-            reason: str | None = "tool_calls"
-        else:
-            reason = draw(
-                st.one_of(
-                    st.sampled_from(("stop", "stop", "length", "content_filter")),
-                    invented_finish_reasons(),
-                )
-            )
-        placement = draw(st.sampled_from(placements))
-        usage = draw(_realistic_usage(profile)) if placement != "none" and with_usage else None
-        keepalives = draw(keepalive_positions()) if profile.keepalives else ()
+        reasoning = draw(reasoning_) if reasoning_ is not None else []
+        calls = draw(calls_)
+        text = draw(text_with_calls if calls else text_alone)
+        reason: str | None = "tool_calls" if calls else draw(reasons)
+        placement = draw(placement_)
+        usage = draw(usage_) if placement != "none" and with_usage else None
         return Script(
             pieces=(*reasoning, *text, *calls),
             finish_reason=reason,
             usage=usage,
             usage_placement=placement,
-            keepalives=keepalives,
+            keepalives=draw(keepalives_) if keepalives_ is not None else (),
             read_sizes=draw(reads),
             sentinel=True,
             fault=draw(fault_),
-            line_ending=draw(st.sampled_from(profile.line_endings)),
+            line_ending=draw(endings),
         )
 
     return build()

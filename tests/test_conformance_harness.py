@@ -243,14 +243,14 @@ def _drawn(h: Harness, key: str | None = None) -> list[str]:
 
 def test_each_key_draws_its_own_reproducible_sequence() -> None:
     h = harness()
-    first = _drawn(h, "anyinfer-conformance::test_async_generate[openai]")
-    assert first == _drawn(h, "anyinfer-conformance::test_async_generate[openai]")
-    assert first != _drawn(h, "anyinfer-conformance::test_async_generate[anthropic]")
-    assert first != _drawn(h, "anyinfer-conformance::test_sync_generate[openai]")
+    first = _drawn(h, "anyinfer-conformance::test_generate_paths[openai]")
+    assert first == _drawn(h, "anyinfer-conformance::test_generate_paths[openai]")
+    assert first != _drawn(h, "anyinfer-conformance::test_generate_paths[anthropic]")
+    assert first != _drawn(h, "anyinfer-conformance::test_stream_paths[openai]")
     # The harness's own key is the default (the anyinfer_harness fixture passes the
     # test's node id).
     keyed = harness()
-    keyed.key = "anyinfer-conformance::test_async_generate[openai]"
+    keyed.key = "anyinfer-conformance::test_generate_paths[openai]"
     assert _drawn(keyed) == first
     assert property_seed("x") == zlib.crc32(b"x")
 

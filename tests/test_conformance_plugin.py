@@ -138,14 +138,14 @@ def test_one_broken_adapter_fails_with_a_shrunk_script(pytester: pytest.Pytester
         OPTION_EXAMPLES,
         "25",
         "-k",
-        "test_async_stream",
+        "test_stream_paths",
         "-p",
         "no:cacheprovider",
         timeout=240,
     )
     result.assert_outcomes(failed=1, deselected=SUITE_TESTS - 1)
     output = result.stdout.str()
-    assert f"{SUITE_NODEID}::test_async_stream[broken-stops-at-finish]" in output
+    assert f"{SUITE_NODEID}::test_stream_paths[broken-stops-at-finish]" in output
     assert "broke trailing-usage" in output
     assert "[trailing-usage] result.usage lacks" in output
     # Shrunk: no fault, at most the one text piece a realistic response has, and the
@@ -259,7 +259,7 @@ def test_collect_only_lists_the_suite_for_each_adapter(pytester: pytest.Pytester
     result = pytester.runpytest(OPTION_CONFORMANCE, "--collect-only", "-q")
     lines = [ln for ln in result.stdout.lines if "::" in ln]
     assert lines and all(ln.startswith(f"{SUITE_NODEID}::") for ln in lines)
-    assert f"{SUITE_NODEID}::test_async_stream[openai]" in lines
+    assert f"{SUITE_NODEID}::test_stream_paths[openai]" in lines
     assert not any("test_own" in ln for ln in lines)
 
 
@@ -273,7 +273,7 @@ def test_ini_settings_enable_and_select(pytester: pytest.Pytester) -> None:
         """
     )
     result = pytester.runpytest("--collect-only", "-q")
-    assert f"{SUITE_NODEID}::test_sync_generate[openai]" in result.stdout.lines
+    assert f"{SUITE_NODEID}::test_generate_paths[openai]" in result.stdout.lines
 
 
 def test_unknown_adapter_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -327,7 +327,7 @@ def test_fixtures_can_be_overridden_from_a_conftest(pytester: pytest.Pytester) -
         """
     )
     result = pytester.runpytest(
-        OPTION_CONFORMANCE, OPTION_ADAPTER, "openai", "-k", "test_async_generate", "-q"
+        OPTION_CONFORMANCE, OPTION_ADAPTER, "openai", "-k", "test_generate_paths", "-q"
     )
     result.assert_outcomes(passed=1, deselected=SUITE_TESTS - 1)
     assert set(log.read_text().split()) == {"only-openai"}
@@ -346,12 +346,12 @@ def test_adapters_are_selected_by_glob(pytester: pytest.Pytester) -> None:
         OPTION_CONFORMANCE, OPTION_ADAPTER, "openai-*", OPTION_ADAPTER, "ollama", "--co", "-q"
     )
     assert result.ret == pytest.ExitCode.OK
-    picked = _collected_adapters(result, "test_sync_generate")
+    picked = _collected_adapters(result, "test_generate_paths")
     assert picked == {"openai-compat", "openai-responses", "ollama"}
 
     pytester.makeini(f"[pytest]\n{INI_CONFORMANCE} = true\n{INI_ADAPTERS} = azure-* gem?ni\n")
     result = pytester.runpytest("--co", "-q")
-    picked = _collected_adapters(result, "test_sync_generate")
+    picked = _collected_adapters(result, "test_generate_paths")
     assert picked == {"azure-foundry", "azure-deployments", "gemini"}
 
 
@@ -376,7 +376,7 @@ def test_the_docs_profile_snippet_loads_the_profile(
     Hypothesis's own `--hypothesis-profile ci`) really selects the registered profile."""
     pytester.makeconftest(_docs_python_block("adapter-authors.md", "register_profile"))
     monkeypatch.delenv("HYPOTHESIS_PROFILE", raising=False)
-    args = [OPTION_CONFORMANCE, OPTION_ADAPTER, "openai", "-k", "test_sync_generate"]
+    args = [OPTION_CONFORMANCE, OPTION_ADAPTER, "openai", "-k", "test_generate_paths"]
     if how == "env":
         monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
     elif how == "option":
@@ -440,7 +440,7 @@ def test_exit_shows_not_reached_when_attempts_fail_before_any_delta(
         OPTION_EXAMPLES,
         "10",
         "-k",
-        "test_early_exit or test_sync_stream",
+        "test_early_exit or test_stream_paths",
         "-p",
         "no:cacheprovider",
         timeout=240,
