@@ -133,7 +133,11 @@ CAUGHT: list[tuple[str, Script, Mode]] = [
         Script(fault=Fault("status", status=429, retry_after=7)),
         "async-stream",
     ),
-    ("broken-lf-only-framing", Script(pieces=(Text("hi"),), line_ending="crlf"), "sync-stream"),
+    (
+        "broken-lf-only-framing",
+        Script(pieces=(Text("hi"),), line_ending="crlf", fault=Fault("disconnect", at=2)),
+        "sync-stream",
+    ),
 ]
 
 

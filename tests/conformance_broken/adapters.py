@@ -266,6 +266,6 @@ BROKEN: dict[str, tuple[type[OpenAIChatAdapter], str]] = {
     "broken-pumps-in-background": (PumpsInBackground, "early-exit-cancels"),
     "broken-ignores-error-chunk": (IgnoresErrorChunk, "error-type"),
     "broken-drops-retry-after": (DropsRetryAfter, "error-type"),
-    "broken-lf-only-framing": (LineFeedOnlyFraming, "result-agreement"),
+    "broken-lf-only-framing": (LineFeedOnlyFraming, "failure-flush"),
 }
 """Provider id -> (adapter class, the guarantee the suite must report broken)."""
