@@ -23,7 +23,9 @@ import pytest
 import anyinfer
 from anyinfer import _client
 
-SPEC = Path(os.environ.get("ANYINFER_SPEC_DIR", "/work/shared/spec")) / "clients-and-streams.md"
+# The spec pages sit in `shared/spec`, beside the repository (here and in CI's fresh clone).
+_SPEC_DIR = Path(__file__).resolve().parents[2] / "shared" / "spec"
+SPEC = Path(os.environ.get("ANYINFER_SPEC_DIR", str(_SPEC_DIR))) / "clients-and-streams.md"
 
 pytestmark = pytest.mark.skipif(not SPEC.exists(), reason=f"spec page {SPEC} not available")
 
