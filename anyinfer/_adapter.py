@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import time
 import zlib
 from abc import ABC, abstractmethod
@@ -44,6 +42,7 @@ from ._errors import (
     ResponseTooLargeError,
     StreamError,
 )
+from ._instance import base_url_env, resolve_base_url
 from ._parts import Part
 
 if TYPE_CHECKING:
@@ -363,12 +362,6 @@ async def decoded_body(response: httpx.Response) -> AsyncIterator[bytes]:
                 yield piece
 
 
-def base_url_env(instance_id: str) -> str:
-    """The variable that supplies an instance's base URL when its settings give none:
-    `ANYINFER_<INSTANCE>_BASE_URL`, upper-cased, other characters as `_`."""
-    return "ANYINFER_" + re.sub(r"[^A-Za-z0-9]", "_", instance_id).upper() + "_BASE_URL"
-
-
 def _ms_since(start: float) -> float:
     return (time.monotonic() - start) * 1000.0
 
@@ -382,11 +375,7 @@ class HTTPAdapter(Adapter):
 
     def __init__(self, settings: ProviderSettings) -> None:
         super().__init__(settings)
-        base_url = (
-            settings.base_url
-            or os.environ.get(base_url_env(settings.instance_id))
-            or self.default_base_url
-        )
+        base_url = resolve_base_url(settings, self.default_base_url)
         if not base_url:
             raise ConfigError(
                 f"provider {settings.instance_id!r} needs base_url (or "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -48,10 +47,6 @@ def _dump(value: Any) -> None:
     click.echo(redact(json.dumps(_jsonable(value), indent=2, ensure_ascii=False)))
 
 
-def _env_name(provider: str, what: str) -> str:
-    return f"ANYINFER_{re.sub(r'[^A-Za-z0-9]', '_', provider).upper()}_{what}"
-
-
 def _settings(
     provider: str, base_url: str | None, api_key: str | None, timeout: float | None
 ) -> ai.ProviderSettings:
@@ -63,8 +58,12 @@ def _settings(
 
     registry = ai.default_registry()
     engine = registry.canonical(provider) if provider in registry else None
-    base_url = base_url or os.environ.get(_env_name(provider, "BASE_URL"))
-    api_key = api_key or os.environ.get(_env_name(provider, "API_KEY"))
+    from anyinfer._instance import api_key_env, base_url_env
+
+    # The same rule the adapters apply (flag, then ANYINFER_<INSTANCE>_*, then the
+    # provider's default): the instance id is the provider name as given, lower-cased.
+    base_url = base_url or os.environ.get(base_url_env(provider.lower()))
+    api_key = api_key or os.environ.get(api_key_env(provider.lower()))
     kwargs: dict[str, Any] = {"base_url": base_url, "api_key": api_key}
     if timeout is not None:
         kwargs["timeout_s"] = timeout
@@ -275,6 +274,12 @@ def health(
     type=click.Choice(["verdict", "params", "size", "context", "name"]),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "--provider",
+    help="Only models this local engine serves; a remote one (by --base-url or "
+    "ANYINFER_<PROVIDER>_BASE_URL) is not judged against this machine.",
+)
+@click.option("--base-url", help="The engine's endpoint (else ANYINFER_<PROVIDER>_BASE_URL).")
 def catalog(
     best_at: str | None,
     posture: str,
@@ -282,8 +287,10 @@ def catalog(
     gpus: Sequence[str],
     sort_key: str,
     as_json: bool,
+    provider: str | None,
+    base_url: str | None,
 ) -> None:
-    """The local model catalog, with fit verdicts for this machine."""
+    """The local model catalog, with fit verdicts for this machine (or --provider's host)."""
     import anyinfer as ai
 
     hardware = None
@@ -297,8 +304,10 @@ def catalog(
                 raise click.BadParameter(f"{g!r}: use NAME:VRAM_GB", param_hint="--gpu") from None
         hardware = ai.HardwareProfile.of(ram_gb=ram_gb or 16, gpus=parsed)
     try:
-        with ai.Client() as client:
+        providers = [_settings(provider, base_url, None, None)] if provider else []
+        with ai.Client(providers) as client:
             view = client.local_catalog(
+                provider.lower() if provider else None,
                 hardware=hardware,
                 best_at=best_at,
                 posture=posture,  # type: ignore[arg-type]
@@ -309,6 +318,7 @@ def catalog(
         _dump(
             {
                 "hardware": view.hardware,
+                "hardware_source": view.hardware_source,
                 "posture": view.posture,
                 "models": [
                     {

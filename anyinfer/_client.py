@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +23,7 @@ from ._errors import (
 )
 from ._events import AttemptFailed, StreamEnded, StreamEvent, TimingMark, UsageUpdate
 from ._health import Breakers
+from ._instance import instance_config
 from ._messages import MessagesInput, normalize_messages
 from ._redact import register_secret
 from ._request import (
@@ -66,11 +66,6 @@ _LOCAL_ENGINES: dict[str, tuple[str, ...]] = {
 __all__ = ["AsyncClient", "Client"]
 
 _T = TypeVar("_T")
-
-
-def api_key_env(instance_id: str) -> str:
-    """`ANYINFER_<INSTANCE>_API_KEY`: an instance's key when its settings give none."""
-    return "ANYINFER_" + re.sub(r"[^A-Za-z0-9]", "_", instance_id).upper() + "_API_KEY"
 
 
 class AsyncClient:
@@ -361,8 +356,8 @@ class AsyncClient:
         resolved, key = settings.with_resolved_key(self._resolver)
         if key is None:
             # ANYINFER_<INSTANCE>_API_KEY, then the provider's usual variable.
-            for name in (api_key_env(settings.instance_id), cls.api_key_env):
-                env_key = os.environ.get(name) if name else None
+            for name in instance_config(settings, cls).key_envs:
+                env_key = os.environ.get(name)
                 if env_key:
                     register_secret(env_key)
                     resolved = replace(resolved, api_key=env_key)
@@ -421,11 +416,7 @@ class AsyncClient:
                 + ", ".join(sorted(_LOCAL_ENGINES))
             )
         cls = self._registry.adapter_class(engine)
-        url = settings.base_url or cls.default_base_url or ""
-        from urllib.parse import urlsplit
-
-        host = (urlsplit(url).hostname or "").lower()
-        return engines, host in ("127.0.0.1", "localhost", "::1", "") or host.startswith("127.")
+        return engines, instance_config(settings, cls).is_local
 
     async def local_catalog(
         self,

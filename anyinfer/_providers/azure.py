@@ -42,8 +42,9 @@ from urllib.parse import quote
 
 import httpx
 
-from .._adapter import DiscoveredModel, base_url_env
+from .._adapter import DiscoveredModel
 from .._errors import ConfigError
+from .._instance import base_url_env
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from ._wire import as_dict, as_list, opt_dict, opt_int, opt_str

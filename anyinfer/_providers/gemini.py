@@ -113,6 +113,7 @@ from .._errors import (
     ProviderTimeoutError,
     RateLimitError,
 )
+from .._instance import resolve_base_url
 from .._messages import ImageContent, Message, TextContent
 from .._parts import (
     END,
@@ -237,7 +238,7 @@ class GeminiAdapter(HTTPAdapter):
             if fallback:
                 register_secret(fallback)
                 settings = replace(settings, api_key=fallback)
-        if settings.base_url is None and settings.api_version:
+        if resolve_base_url(settings) is None and settings.api_version:
             version = settings.api_version.strip("/")
             settings = replace(
                 settings, base_url=f"https://generativelanguage.googleapis.com/{version}"

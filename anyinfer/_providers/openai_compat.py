@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, fields
@@ -38,8 +37,9 @@ from typing import Any, ClassVar, Literal, get_args
 
 import httpx
 
-from .._adapter import POOL_OPTIONS, DiscoveredModel, base_url_env
+from .._adapter import POOL_OPTIONS, DiscoveredModel
 from .._errors import ConfigError, ProviderError, StreamError
+from .._instance import base_url_env, resolve_base_url
 from .._parts import END, Part, PhasesPart, RawPart, WarningPart
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
@@ -272,8 +272,11 @@ def quirks_for(engine: str, options: Mapping[str, Any], provider: str = "") -> Q
 
 
 def configured_base_url(settings: ProviderSettings, default: str | None = None) -> str | None:
-    """The base URL an HTTP adapter will use: settings, then the environment, then default."""
-    return settings.base_url or os.environ.get(base_url_env(settings.instance_id)) or default
+    """The base URL an HTTP adapter will use: settings, then the environment, then default.
+
+    The rule itself is `anyinfer._instance.resolve_base_url`; this name stays for adapters
+    that import it."""
+    return resolve_base_url(settings, default)
 
 
 class OpenAICompatAdapter(OpenAIChatAdapter):
