@@ -26,19 +26,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
 
+from ._errormap import CODE_KINDS, ErrorKind, classify, message_and_code
 from ._errors import (
     AnyInferError,
-    AuthenticationError,
     ConfigError,
-    ContentFilterError,
-    ContextWindowError,
-    ModelNotFoundError,
-    OverloadedError,
     PoolExhaustedError,
     ProtocolError,
     ProviderError,
     ProviderTimeoutError,
-    RateLimitError,
     ResponseTooLargeError,
     StreamError,
 )
@@ -677,13 +672,31 @@ class HTTPAdapter(Adapter):
 
     # --- errors --------------------------------------------------------------------
 
+    error_code_keys: ClassVar[tuple[str, ...]] = ("code", "type", "status")
+    """Where this protocol's error objects keep their code, in order of preference (read
+    by `anyinfer._errormap.error_fields`)."""
+
     def error_message(self, body: bytes) -> tuple[str, str | None]:
         """Extract `(message, code)` from an error body; override per protocol."""
         try:
             payload = json.loads(body)
         except (ValueError, UnicodeDecodeError):
             return body.decode("utf-8", "replace").strip()[:500], None
-        return message_and_code(payload)
+        return message_and_code(payload, self.error_code_keys)
+
+    cross_class_hints: ClassVar[frozenset[ErrorKind]] = frozenset()
+    """Kinds `error_hint` may report across the status class, for a server known to send
+    them under a generic status of the other class (Ollama answers 500 for a missing
+    model). Empty by default: a 5xx stays a retryable server error."""
+
+    def error_hint(self, code: str | None, message: str) -> ErrorKind | None:
+        """What the provider's error code or type means (`None`: it does not say).
+
+        The protocol's own hints; the classifier refines the status class with them
+        (and with keywords in the message) but never leaves it. Override to add a
+        protocol's codes, falling back to `super()` (the OpenAI-family `CODE_KINDS`).
+        """
+        return CODE_KINDS.get(code) if code else None
 
     def error_from_response(
         self, status: int, headers: httpx.Headers, body: bytes, phase: str = "generate"
@@ -705,70 +718,20 @@ class HTTPAdapter(Adapter):
     ) -> ProviderError:
         """Map a status and a provider error code/message to a typed error.
 
-        Shared by error statuses and error frames inside a stream.
+        Shared by error statuses and error frames inside a stream (`status=None`): the
+        status class first, then `error_hint` and message keywords within it
+        (`anyinfer._errormap.classify`).
         """
-        pid = self.instance_id
-        where = f"HTTP {status}" if status is not None else "error frame"
-        text = f"{pid}: {where}: {message or 'no message'}"
-        kw: dict[str, Any] = {"provider": pid, "http_status": status, "phase": phase}
-        lowered = f"{code or ''} {message}".lower()
-        if _looks_like_context_overflow(lowered):
-            return ContextWindowError(text, **kw)
-        if "content_filter" in lowered or "content_policy" in lowered or "safety" in lowered:
-            return ContentFilterError(text, **kw)
-        if status in (401, 403) or "authentication" in lowered or "invalid_api_key" in lowered:
-            return AuthenticationError(text, **kw)
-        if status == 429 or "rate_limit" in lowered:
-            quota = "insufficient_quota" in lowered or "quota" in (code or "")
-            return RateLimitError(text, retry_after=retry_after, retryable=not quota, **kw)
-        if status in (503, 529) or "overloaded" in lowered:
-            return OverloadedError(text, **kw)
-        if status == 404 or "model_not_found" in lowered:
-            return ModelNotFoundError(text, **kw)
-        if status == 408:
-            return ProviderTimeoutError(text, timeout_kind="total", **kw)
-        retryable = status is None or status >= 500
-        return ProviderError(text, retryable=retryable, **kw)
-
-
-_CONTEXT_MARKERS = (
-    "context_length_exceeded",
-    "context length",
-    "context window",
-    "maximum context",
-    "too many tokens",
-    "prompt is too long",
-    "exceeds the available context size",
-    "exceed_context_size",
-    "input is too long",
-)
-
-
-def _looks_like_context_overflow(lowered: str) -> bool:
-    return any(marker in lowered for marker in _CONTEXT_MARKERS)
-
-
-def message_and_code(payload: Any) -> tuple[str, str | None]:
-    """Find a message and a code in the common error-body shapes.
-
-    Handles `{"error": {"message", "type", "code"}}`, `{"error": "text"}`,
-    `{"message": ...}` and lists of those (Gemini wraps errors in a list).
-    """
-    if isinstance(payload, list) and payload:
-        payload = payload[0]
-    if not isinstance(payload, dict):
-        return str(payload)[:500], None
-    err = payload.get("error", payload)
-    if isinstance(err, str):
-        return err, None
-    if not isinstance(err, dict):
-        return json.dumps(payload)[:500], None
-    message = err.get("message")
-    code = err.get("code") or err.get("type") or err.get("status")
-    return (
-        str(message) if message is not None else json.dumps(err)[:500],
-        str(code) if code is not None else None,
-    )
+        return classify(
+            status,
+            message,
+            code,
+            hint=self.error_hint(code, message),
+            provider=self.instance_id,
+            cross_class=self.cross_class_hints,
+            retry_after=retry_after,
+            phase=phase,
+        )
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:

@@ -6,7 +6,7 @@ that speaks a protocol AnyInfer already has subclasses that protocol's adapter i
 (`OpenAIChatAdapter`, `OpenAICompatAdapter`, `OpenAIResponsesAdapter`,
 `AnthropicAdapter`, `GeminiAdapter`, `OllamaAdapter`) and overrides its hooks
 (`default_headers`, `build_body`, `parts_from_chunk`, `chunk_usage`, `error_message`,
-`error_from_parts`, ...). Those classes load on first use, so importing this module
+`error_hint`, ...). Those classes load on first use, so importing this module
 stays cheap. See the adapter authors' guide in the docs.
 """
 
@@ -20,9 +20,9 @@ from ._adapter import (
     Health,
     HTTPAdapter,
     SSEEvent,
-    message_and_code,
     parse_retry_after,
 )
+from ._errormap import ErrorFields, ErrorKind, error_fields, message_and_code
 from ._parts import (
     END,
     EndPart,
@@ -52,6 +52,8 @@ __all__ = [
     "AnthropicAdapter",
     "DiscoveredModel",
     "EndPart",
+    "ErrorFields",
+    "ErrorKind",
     "FinishPart",
     "GeminiAdapter",
     "GenerationRequest",
@@ -70,6 +72,7 @@ __all__ = [
     "ToolCallPart",
     "UsagePart",
     "WarningPart",
+    "error_fields",
     "message_and_code",
     "parse_retry_after",
 ]

@@ -145,12 +145,15 @@ STATUS_ERRORS: dict[int, str] = {
     504: "ProviderError",
     529: "OverloadedError",
 }
-"""The typed error each HTTP error status maps to (absent a more specific error code)."""
+"""The typed error each HTTP error status maps to; a code refines only a generic 4xx
+(`context_length_exceeded` on a 400 is a `ContextWindowError`, on a 500 a `ProviderError`)."""
 
 _CODE_ERRORS: dict[str, str] = {
     "context_length_exceeded": "ContextWindowError",
     "content_filter": "ContentFilterError",
 }
+
+_SPECIFIC_STATUSES = frozenset(s for s, name in STATUS_ERRORS.items() if name != "ProviderError")
 
 _KNOWN_FINISH = frozenset({"stop", "length", "tool_calls", "content_filter", "other"})
 _USAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ScriptUsage))
@@ -268,8 +271,12 @@ def normalize_finish(reason: str | None, *, sentinel: bool = True) -> str | None
     return reason if reason in _KNOWN_FINISH else "other"
 
 
-def _status_error(status: int, code: str | None) -> str:
-    if code is not None:
+def _status_error(status: int, code: str | None, *, in_stream: bool = False) -> str:
+    # An HTTP status's class decides; a code refines only a generic client error (a
+    # 5xx saying "content_filter" is still a retryable server error). An in-stream
+    # error has no status of its own: its code decides.
+    generic = 400 <= status < 500 and status not in _SPECIFIC_STATUSES
+    if code is not None and (in_stream or generic):
         for marker, name in _CODE_ERRORS.items():
             if marker in code:
                 return name
@@ -419,7 +426,7 @@ def expect(
     if not succeeds:
         if ending == "provider_error" and fault is not None:
             error_types = in_stream_error_types or frozenset(
-                {_status_error(fault.status, fault.code)}
+                {_status_error(fault.status, fault.code, in_stream=True)}
             )
         elif ending == "bomb":
             error_types = frozenset({"ProtocolError", "ResponseTooLargeError"})

@@ -64,7 +64,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .._adapter import DiscoveredModel, HTTPAdapter
-from .._errors import ConfigError, ContextWindowError, ProviderError
+from .._errormap import ErrorKind, error_fields, kind_for_status
+from .._errors import ConfigError
 from .._messages import ContentPart, Message, TextContent
 from .._parts import (
     END,
@@ -142,8 +143,6 @@ PROVIDER_DATA_KEY = "anthropic"
 
 _MAX_MODEL_PAGES = 20
 _MODELS_PAGE_SIZE = "1000"
-# Phrases Anthropic uses when the prompt (plus max_tokens) does not fit the model.
-_CONTEXT_PHRASES = ("exceed context limit", "exceeds the context window")
 
 
 class AnthropicAdapter(HTTPAdapter):
@@ -424,7 +423,7 @@ class AnthropicAdapter(HTTPAdapter):
             if reason:
                 yield FinishPart(FINISH_MAP.get(reason, reason))
         elif kind == "error":
-            text, code = _error_fields(event.get("error"))
+            text, code, _ = error_fields(event.get("error"), self.error_code_keys)
             raise self.error_from_parts(None, text, code, phase="stream")
         # `ping` and event types this adapter does not know carry nothing to report.
 
@@ -488,7 +487,7 @@ class AnthropicAdapter(HTTPAdapter):
         pid = self.instance_id
         message = as_dict(payload, pid, "message")
         if message.get("type") == "error":
-            text, code = _error_fields(message.get("error"))
+            text, code, _ = error_fields(message.get("error"), self.error_code_keys)
             raise self.error_from_parts(None, text, code)
         slot = 0
         for block in as_list(message.get("content"), pid, "message.content"):
@@ -543,41 +542,21 @@ class AnthropicAdapter(HTTPAdapter):
 
     # --- errors --------------------------------------------------------------------
 
-    def error_from_parts(
-        self,
-        status: int | None,
-        message: str,
-        code: str | None,
-        *,
-        retry_after: float | None = None,
-        phase: str = "generate",
-    ) -> ProviderError:
-        """Anthropic's context-limit wording first, then the shared mapping.
+    error_code_keys: ClassVar[tuple[str, ...]] = ("type", "code")
 
-        `prompt is too long` is already known to the shared mapping; Anthropic also
-        says `input length and max_tokens exceed context limit`. An `error` event inside
-        a stream has no HTTP status of its own: its documented error type stands for one
-        (`ERROR_TYPE_STATUS`, e.g. `overloaded_error` → 529, `permission_error` → 403),
-        which picks the error class and whether a retry could help; the error's
-        `http_status` stays `None`.
+    def error_hint(self, code: str | None, message: str) -> ErrorKind | None:
+        """The kind an Anthropic error type stands for (`ERROR_TYPE_STATUS`).
+
+        An `error` event inside a stream has no HTTP status of its own: its documented
+        error type (e.g. `overloaded_error` → 529, `permission_error` → 403) picks the
+        error class and whether a retry could help; the error's `http_status` stays
+        `None`. Context-limit wording (`prompt is too long`, `input length and
+        max_tokens exceed context limit`) is in the shared phrase list.
         """
-        lowered = message.lower()
-        pid = self.instance_id
-        if any(phrase in lowered for phrase in _CONTEXT_PHRASES):
-            where = f"HTTP {status}" if status is not None else "error frame"
-            return ContextWindowError(
-                f"{pid}: {where}: {message}", provider=pid, http_status=status, phase=phase
-            )
-        stands_for = ERROR_TYPE_STATUS.get(code or "") if status is None else None
+        stands_for = ERROR_TYPE_STATUS.get(code or "")
         if stands_for is not None:
-            typed = super().error_from_parts(stands_for, message, code, phase=phase)
-            return type(typed)(
-                f"{pid}: error frame ({code}): {message or 'no message'}",
-                provider=pid,
-                phase=phase,
-                retryable=typed.retryable,
-            )
-        return super().error_from_parts(status, message, code, retry_after=retry_after, phase=phase)
+            return kind_for_status(stands_for)
+        return super().error_hint(code, message)
 
     # --- discovery -----------------------------------------------------------------
 
@@ -637,18 +616,6 @@ class _StreamState:
         whole = self.whole_input.pop(slot, None)
         if whole:
             yield ToolCallPart(slot, None, None, whole)
-
-
-def _error_fields(error: Any) -> tuple[str, str | None]:
-    """`(message, type)` of an Anthropic `error` object."""
-    if isinstance(error, dict):
-        message = error.get("message")
-        code = error.get("type") or error.get("code")
-        return (
-            str(message) if message is not None else json.dumps(error),
-            str(code) if code is not None else None,
-        )
-    return str(error), None
 
 
 # --- multi-turn helpers ------------------------------------------------------------------

@@ -80,7 +80,9 @@ Mapping decisions this adapter documents:
   "exceeds the maximum number of tokens" to `ContextWindowError`; `RESOURCE_EXHAUSTED`
   to `RateLimitError`, whose `retry_after` comes from `Retry-After` or the
   `RetryInfo.retryDelay` detail; `UNAVAILABLE` to `OverloadedError`; `NOT_FOUND` to
-  `ModelNotFoundError`. Error objects inside a stream are handled the same way, after
+  `ModelNotFoundError` — within the HTTP status's class only (a 500 `UNAVAILABLE` is
+  an `OverloadedError`, a 400 `UNAVAILABLE` stays a `ProviderError`; see
+  `anyinfer._errormap`). Error objects inside a stream are handled the same way, after
   the usage already received: in the `alt=sse` form Gemini sends such an object bare
   (pretty-printed, without `data:`), and the adapter reads it between events too.
 - `ProviderSettings.provider_options` for `gemini` are merged into the body last; a
@@ -101,17 +103,12 @@ from typing import Any, ClassVar
 import httpx
 
 from .._adapter import DiscoveredModel, HTTPAdapter, parse_retry_after
+from .._errormap import ErrorKind
 from .._errors import (
-    AuthenticationError,
     ConfigError,
     ContentFilterError,
-    ContextWindowError,
-    ModelNotFoundError,
-    OverloadedError,
     ProtocolError,
     ProviderError,
-    ProviderTimeoutError,
-    RateLimitError,
 )
 from .._instance import resolve_base_url
 from .._messages import ImageContent, Message, TextContent
@@ -195,14 +192,22 @@ _MAX_MODEL_PAGES = 20
 _MODELS_PAGE_SIZE = "1000"
 _LEVEL_MODELS = re.compile(r"^gemini-(\d+)")
 _RETRY_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
-_CONTEXT_PHRASES = (
-    "exceeds the maximum number of tokens",
-    "context_length_exceeded",
-    "context window",
-    "context length",
-    "too many tokens",
-)
-_AUTH_STATUSES = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
+STATUS_NAME_KINDS: Mapping[str, ErrorKind] = {
+    "INVALID_ARGUMENT": "invalid",
+    "FAILED_PRECONDITION": "invalid",
+    "OUT_OF_RANGE": "invalid",
+    "UNAUTHENTICATED": "auth",
+    "PERMISSION_DENIED": "auth",
+    "NOT_FOUND": "not_found",
+    "RESOURCE_EXHAUSTED": "rate_limit",
+    "UNAVAILABLE": "overloaded",
+    "INTERNAL": "server",
+    "ABORTED": "server",
+    "UNKNOWN": "server",
+    "DEADLINE_EXCEEDED": "server",
+}
+"""What Gemini's error `status` names (Google's canonical codes) mean; an `ErrorInfo`
+reason starting `API_KEY` means the key was refused."""
 _UNMAPPED_PART_KINDS = (
     "inlineData",
     "fileData",
@@ -716,45 +721,19 @@ class GeminiAdapter(HTTPAdapter):
             phase=phase,
         )
 
-    def error_from_parts(
-        self,
-        status: int | None,
-        message: str,
-        code: str | None,
-        *,
-        retry_after: float | None = None,
-        phase: str = "generate",
-    ) -> ProviderError:
-        """Map a status, a Gemini status name / reason (`code`) and a message to a typed
-        error, Gemini's names first, the HTTP status after."""
-        pid = self.instance_id
-        where = f"HTTP {status}" if status is not None else "error frame"
-        text = f"{pid}: {where}: {message or 'no message'}"
-        if code:
-            text += f" ({code})"
-        kw: dict[str, Any] = {"provider": pid, "http_status": status, "phase": phase}
-        names = set((code or "").split())
-        lowered = f"{code or ''} {message}".lower()
-        if any(phrase in lowered for phrase in _CONTEXT_PHRASES):
-            return ContextWindowError(text, **kw)
-        if "content_filter" in lowered or "content_policy" in lowered:
-            return ContentFilterError(text, **kw)
-        if (
-            any(n.startswith("API_KEY") for n in names)
-            or names & _AUTH_STATUSES
-            or status in (401, 403)
-        ):
-            return AuthenticationError(text, **kw)
-        if "RESOURCE_EXHAUSTED" in names or status == 429:
-            return RateLimitError(text, retry_after=retry_after, **kw)
-        if "UNAVAILABLE" in names or status in (503, 529):
-            return OverloadedError(text, **kw)
-        if "NOT_FOUND" in names or status == 404:
-            return ModelNotFoundError(text, **kw)
-        if status == 408:
-            return ProviderTimeoutError(text, timeout_kind="total", **kw)
-        retryable = status is None or status >= 500 or bool(names & {"INTERNAL", "ABORTED"})
-        return ProviderError(text, retryable=retryable, **kw)
+    def error_hint(self, code: str | None, message: str) -> ErrorKind | None:
+        """What a Gemini status name or `ErrorInfo` reason (`code`, space-separated, most
+        specific first) means: `API_KEY_*` reasons and `STATUS_NAME_KINDS`."""
+        generic: ErrorKind | None = None
+        for name in (code or "").split():
+            kind: ErrorKind | None = (
+                "auth" if name.startswith("API_KEY") else STATUS_NAME_KINDS.get(name)
+            )
+            if kind in ("invalid", "server"):
+                generic = generic or kind
+            elif kind is not None:
+                return kind
+        return generic or super().error_hint(code, message)
 
     # --- discovery -----------------------------------------------------------------
 

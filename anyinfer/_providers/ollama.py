@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 import httpx
 
 from .._adapter import DiscoveredModel, Health, HTTPAdapter
+from .._errormap import ErrorKind
 from .._errors import AnyInferError, ConfigError, ProtocolError, ProviderError
 from .._messages import ImageContent, Message
 from .._parts import (
@@ -434,6 +435,10 @@ class OllamaAdapter(HTTPAdapter):
 
     # --- errors --------------------------------------------------------------------
 
+    cross_class_hints: ClassVar[frozenset[ErrorKind]] = frozenset({"not_found", "context_window"})
+    """Ollama answers 500 for a model that is not pulled and for an input that does not
+    fit; its own wording for them (`error_code`) is trusted over that status."""
+
     def error_message(self, body: bytes) -> tuple[str, str | None]:
         """`(message, code)` of `{"error": "..."}`, with a code read from the text."""
         message, code = super().error_message(body)
@@ -570,6 +575,8 @@ def error_code(message: str) -> str | None:
     lowered = message.lower()
     if _MODEL_NOT_FOUND.search(message):
         return "model_not_found"
+    if "exceeds maximum context length" in lowered:
+        return "context_length_exceeded"
     if "server busy" in lowered:
         return "overloaded"
     if lowered.strip() == "unauthorized":

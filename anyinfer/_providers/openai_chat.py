@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .._adapter import DiscoveredModel, HTTPAdapter
+from .._errormap import error_fields
 from .._messages import ImageContent, Message, TextContent
 from .._parts import (
     END,
@@ -208,9 +209,8 @@ class OpenAIChatAdapter(HTTPAdapter):
         if error is not None:
             if usage:  # flush what the failing frame still reports before failing
                 yield UsagePart(self.usage_from(usage))
-            message, code = _error_fields(error)
             # Gateways (OpenRouter, Groq) put the upstream HTTP status in the frame.
-            status = int(code) if code is not None and code.isdigit() else None
+            message, code, status = error_fields(error, self.error_code_keys)
             raise self.error_from_parts(status, message, code, phase="stream")
         choices = chunk.get("choices")
         if choices is not None and not isinstance(choices, list):
@@ -394,13 +394,3 @@ def _content_list_parts(content: list[Any], pid: str, key: str) -> Iterator[Part
                 text = as_str(sub.get("text"), pid, f"{key}.content[].thinking[].text")
                 if text:
                     yield ReasoningPart(text)
-
-
-def _error_fields(error: Any) -> tuple[str, str | None]:
-    if isinstance(error, dict):
-        message = error.get("message")
-        code = error.get("code") or error.get("type")
-        return (str(message) if message else json.dumps(error)), (
-            str(code) if code is not None else None
-        )
-    return str(error), None

@@ -28,7 +28,6 @@ empty 200) fails.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, fields
@@ -528,26 +527,6 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
         if self.quirks.content_filter_warnings:
             for text in _filter_notes(chunk, key, pid):
                 yield WarningPart(f"{pid}: {text}")
-
-    def error_message(self, body: bytes) -> tuple[str, str | None]:
-        """`(message, code)`, preferring a textual `type` over a numeric `code`.
-
-        llama.cpp and vLLM put the HTTP status in `code` and the kind of error in
-        `type` (`exceed_context_size_error`, `BadRequestError`); the kind is what maps
-        to a typed error.
-        """
-        message, code = super().error_message(body)
-        if code is None or not code.isdigit():
-            return message, code
-        try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError):  # pragma: no cover - base parsed it
-            return message, code
-        err = payload.get("error", payload) if isinstance(payload, dict) else None
-        kind = err.get("type") if isinstance(err, dict) else None
-        if isinstance(kind, str) and kind and not kind.isdigit():
-            return message, kind
-        return message, code
 
 
 class LlamaCppAdapter(OpenAICompatAdapter):

@@ -63,6 +63,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .._adapter import DiscoveredModel, HTTPAdapter
+from .._errormap import error_fields
 from .._errors import ConfigError, ProviderError
 from .._messages import ImageContent, Message, TextContent
 from .._parts import (
@@ -335,8 +336,7 @@ class OpenAIResponsesAdapter(HTTPAdapter):
 
     def error_from_object(self, error: Any, *, phase: str) -> ProviderError:
         """The typed error for an `error` event or a failed response's `error` object."""
-        message, code = _error_fields(error)
-        status = int(code) if code is not None and code.isdigit() else None
+        message, code, status = error_fields(error, self.error_code_keys)
         return self.error_from_parts(status, message, code, phase=phase)
 
     # --- discovery -----------------------------------------------------------------
@@ -581,15 +581,3 @@ def _arguments_text(value: Any, pid: str, where: str) -> str:
     if isinstance(value, dict | list):
         return json.dumps(value)
     return as_str(value, pid, where)
-
-
-def _error_fields(error: Any) -> tuple[str, str | None]:
-    """`(message, code)` of an `error` event or object."""
-    if isinstance(error, dict):
-        message = error.get("message")
-        code = error.get("code")
-        if code is None and error.get("type") != "error":
-            code = error.get("type")
-        text = str(message) if message else json.dumps(error)[:500]
-        return text, (str(code) if code is not None else None)
-    return str(error), None
