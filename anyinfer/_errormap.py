@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from ._errors import (
     AuthenticationError,
@@ -70,18 +70,8 @@ ErrorKind = Literal[
 """What an error means, provider-neutrally. `invalid` (a rejected request) and `server`
 (a server failure) are the generic kinds of the 4xx and the 5xx class."""
 
-_CLIENT_KINDS: frozenset[ErrorKind] = frozenset(
-    {
-        "context_window",
-        "content_filter",
-        "auth",
-        "not_found",
-        "timeout",
-        "rate_limit",
-        "quota",
-        "invalid",
-    }
-)
+_SERVER_KINDS: frozenset[ErrorKind] = frozenset({"overloaded", "server"})
+_CLIENT_KINDS: frozenset[ErrorKind] = frozenset(get_args(ErrorKind)) - _SERVER_KINDS
 """Kinds of the 4xx class (the request, the credential or the quota is at fault)."""
 _GENERIC_KINDS: frozenset[ErrorKind] = frozenset({"invalid", "server"})
 
