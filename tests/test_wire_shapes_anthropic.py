@@ -30,7 +30,14 @@ from functools import cache
 from typing import Any
 
 import pytest
-from wire import Interaction, find_wire_dir, interactions, sse_frames
+from wire import (
+    Interaction,
+    find_wire_dir,
+    interactions,
+    recording_params,
+    sse_frames,
+    typed_key_paths,
+)
 
 from fakeservers import (
     Fault,
@@ -63,50 +70,17 @@ _NEUTRAL_FINISH = {wire: neutral for neutral, wire in STOP_REASONS.items()}
 
 
 def _params(items: list[Interaction]) -> list[Any]:
-    if _WIRE_DIR is None:
-        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=_WIRE_WHY))]
-    if not items:
-        reason = f"no Anthropic Messages recordings of this kind under {_WIRE_DIR}"
-        return [pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))]
-    return [pytest.param(item, id=item.id) for item in items]
+    empty = f"no Anthropic Messages recordings of this kind under {_WIRE_DIR}"
+    return recording_params(items, empty)
 
 
 # --- key paths ----------------------------------------------------------------------------
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def key_paths(value: Any, prefix: str = "") -> dict[str, str]:
-    """Every field path of a JSON value (`a.b`, `a[].c`) and the JSON type found there.
-
-    Objects under a tool's `input` are the model's arguments, not the protocol's
-    shape, so the walk stops there.
-    """
-    out: dict[str, str] = {}
-    if prefix:
-        out[prefix] = _json_type(value)
-    if prefix.endswith(".input") or prefix == "input":
-        return out
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out.update(key_paths(item, f"{prefix}.{key}" if prefix else key))
-    elif isinstance(value, list):
-        for item in value:
-            for path, kind in key_paths(item, f"{prefix}[]").items():
-                out.setdefault(path, kind)
-    return out
+    """Every field path of a JSON value and its JSON type (`wire.typed_key_paths`); the
+    model's own arguments (`input`) are not the protocol's shape."""
+    return typed_key_paths(value, prefix, opaque=("input",))
 
 
 def _kind(event: Mapping[str, Any]) -> str | None:

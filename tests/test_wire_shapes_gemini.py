@@ -35,7 +35,14 @@ from functools import cache
 from typing import Any
 
 import pytest
-from wire import Interaction, find_wire_dir, interactions, sse_json
+from wire import (
+    Interaction,
+    find_wire_dir,
+    interactions,
+    recording_params,
+    sse_json,
+    typed_key_paths,
+)
 
 from fakeservers import (
     Fault,
@@ -82,50 +89,16 @@ frames its own bodies."""
 
 
 def _params(items: list[Interaction], what: str) -> list[Any]:
-    if _WIRE_DIR is None:
-        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=_WIRE_WHY))]
-    if not items:
-        reason = f"no recorded Gemini {what} under {_WIRE_DIR}"
-        return [pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))]
-    return [pytest.param(item, id=item.id) for item in items]
+    return recording_params(items, f"no recorded Gemini {what} under {_WIRE_DIR}")
 
 
 # --- key paths ----------------------------------------------------------------------------
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def key_paths(value: Any, prefix: str = "") -> dict[str, str]:
-    """Every field path of a JSON value (`a.b`, `a[].c`) and the JSON type found there.
-
-    A function call's `args` are the model's arguments, not the protocol's shape, so
-    the walk stops there.
-    """
-    out: dict[str, str] = {}
-    if prefix:
-        out[prefix] = _json_type(value)
-    if prefix.endswith(".args"):
-        return out
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out.update(key_paths(item, f"{prefix}.{key}" if prefix else key))
-    elif isinstance(value, list):
-        for item in value:
-            for path, kind in key_paths(item, f"{prefix}[]").items():
-                out.setdefault(path, kind)
-    return out
+    """Every field path of a JSON value and its JSON type (`wire.typed_key_paths`); the
+    model's own arguments (`args`) are not the protocol's shape."""
+    return typed_key_paths(value, prefix, opaque=("args",))
 
 
 def _parts(chunk: Mapping[str, Any]) -> list[dict[str, Any]]:

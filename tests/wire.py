@@ -22,7 +22,7 @@ import gzip
 import json
 import os
 import zlib
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -647,3 +647,61 @@ def run_replay(
         return Replay(events, result, error, transport.requests)
 
     return asyncio.run(run())
+
+
+# --- shapes --------------------------------------------------------------------------
+
+
+def json_type(value: Any) -> str:
+    """The JSON type of a parsed value: `null`, `bool`, `number`, `string`, `array`,
+    `object`."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def typed_key_paths(value: Any, prefix: str = "", *, opaque: Iterable[str] = ()) -> dict[str, str]:
+    """Every field path of a JSON value (`a.b`, `a[].c`) and the JSON type found there.
+
+    The walk stops below a field named in `opaque` (a tool's arguments are the model's,
+    not the protocol's shape).
+    """
+    stop = frozenset(opaque)
+    out: dict[str, str] = {}
+    if prefix:
+        out[prefix] = json_type(value)
+        if prefix.rsplit(".", 1)[-1] in stop:
+            return out
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out.update(typed_key_paths(item, f"{prefix}.{key}" if prefix else key, opaque=stop))
+    elif isinstance(value, list):
+        for item in value:
+            for path, kind in typed_key_paths(item, f"{prefix}[]", opaque=stop).items():
+                out.setdefault(path, kind)
+    return out
+
+
+def recording_params(items: Sequence[Interaction], empty: str) -> list[Any]:
+    """`pytest.param`s, one per recording, or one skipped param saying why there are none.
+
+    Args:
+        items: The recordings.
+        empty: The skip reason when `shared/wire` exists but holds none of this kind.
+    """
+    import pytest
+
+    wire_dir, why = find_wire_dir()
+    if wire_dir is None:
+        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=why))]
+    if not items:
+        return [pytest.param(None, id="none", marks=pytest.mark.skip(reason=empty))]
+    return [pytest.param(item, id=item.id) for item in items]
