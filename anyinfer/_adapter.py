@@ -16,6 +16,7 @@ once for every adapter. What it must do:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
 import zlib
@@ -39,6 +40,7 @@ from ._errors import (
 )
 from ._instance import base_url_env, resolve_base_url
 from ._parts import Part
+from ._profile import AdapterProfile
 
 if TYPE_CHECKING:
     from ._messages import Message
@@ -119,18 +121,37 @@ class SSEEvent:
 class Adapter(ABC):
     """Base class of every provider adapter.
 
-    Subclasses set `provider_id` (and optionally `aliases`, `default_base_url`,
+    Subclasses set `provider_id` (and optionally `profile`, `default_base_url`,
     `api_key_env`) and implement `generate`. Register third-party adapters under the
     `anyinfer.adapters` entry-point group, or with `ProviderRegistry.register`.
+
+    `profile` (an `AdapterProfile`) declares the provider facts the core reads
+    without sending a request: aliases, conformance dialect, usage convention,
+    structured-output defaults and local engines. A subclass that sets none inherits
+    its parent's without the aliases. The older class attributes `aliases` and
+    `conformance_dialect`, when a class body sets them, are folded into its profile.
 
     Attributes:
         settings: The instance's settings, with the credential already resolved.
     """
 
     provider_id: ClassVar[str] = ""
-    aliases: ClassVar[tuple[str, ...]] = ()
+    profile: ClassVar[AdapterProfile] = AdapterProfile()
     default_base_url: ClassVar[str | None] = None
     api_key_env: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        profile = own.get("profile")
+        if not isinstance(profile, AdapterProfile):
+            profile = dataclasses.replace(cls.profile, aliases=())
+        legacy: dict[str, Any] = {}
+        if "aliases" in own:
+            legacy["aliases"] = tuple(own["aliases"])
+        if "conformance_dialect" in own:
+            legacy["conformance_dialect"] = own["conformance_dialect"] or None
+        cls.profile = dataclasses.replace(profile, **legacy) if legacy else profile
 
     def __init__(self, settings: ProviderSettings) -> None:
         self.settings = settings

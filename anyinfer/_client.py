@@ -25,6 +25,7 @@ from ._events import AttemptFailed, StreamEnded, StreamEvent, TimingMark, UsageU
 from ._health import Breakers
 from ._instance import instance_config
 from ._messages import MessagesInput, normalize_messages
+from ._profile import AdapterProfile, UsageConvention
 from ._redact import register_secret
 from ._request import (
     DEFAULT_MAX_ROUNDS,
@@ -53,15 +54,6 @@ if TYPE_CHECKING:
     from ._structured import NormalizedSchema, Repair, SchemaSpec, SupportsJSONSchema
     from ._telemetry import Observer
     from ._tools import Tool
-
-# Provider ids whose engines run local weights, and the catalog engines they serve.
-_LOCAL_ENGINES: dict[str, tuple[str, ...]] = {
-    "llama.cpp": ("llama.cpp",),
-    "ollama": ("llama.cpp",),
-    "lmstudio": ("llama.cpp",),
-    "vllm": ("vllm",),
-    "openai-compat": ("llama.cpp", "vllm"),
-}
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -278,6 +270,10 @@ class AsyncClient:
 
     # --- targets and adapters ------------------------------------------------------
 
+    def _profile(self, provider_id: str) -> AdapterProfile:
+        """The profile the adapter class registered for an engine id declares."""
+        return self._registry.adapter_class(provider_id).profile
+
     def _settings_for(self, instance: str) -> ProviderSettings:
         settings = self._settings.get(instance)
         if settings is not None:
@@ -409,13 +405,14 @@ class AsyncClient:
         instance = provider_id.strip().lower()
         settings = self._settings_for(instance)
         engine = self._registry.canonical(settings.provider_id)
-        engines = _LOCAL_ENGINES.get(engine)
-        if engines is None:
+        cls = self._registry.adapter_class(engine)
+        engines = cls.profile.local_engines  # the class declares what it serves
+        if not engines:
+            ids = self._registry.ids()
             raise ConfigError(
                 f"{instance!r} ({engine}) is not a local engine; local engines are "
-                + ", ".join(sorted(_LOCAL_ENGINES))
+                + ", ".join(p for p in ids if self._profile(p).local_engines)
             )
-        cls = self._registry.adapter_class(engine)
         return engines, instance_config(settings, cls).is_local
 
     async def local_catalog(
@@ -803,7 +800,15 @@ class AsyncClient:
                     caps = self._capabilities().get(
                         f"{target.provider}:{target.model}", provider_id=target.provider_id
                     )
-                    plan = plan_structured(structured.schema, caps, target.provider_id)
+                    from ._capabilities import ModelCapabilities
+
+                    plan = plan_structured(
+                        structured.schema,
+                        caps,
+                        target.provider_id,
+                        defaults=self._profile(target.provider_id).structured
+                        or ModelCapabilities(),
+                    )
                     request = replace(
                         request,
                         messages=plan.messages(request.messages),
@@ -947,7 +952,12 @@ class AsyncClient:
                             raise violation
                         warnings = (*plan.warnings, *warnings)
                     usage = outcome.usage
-                    cost = self.pricing_table.cost(usage, target.provider_id, target.model)
+                    cost = self.pricing_table.cost(
+                        usage,
+                        target.provider_id,
+                        target.model,
+                        convention=self._profile(target.provider_id).usage or UsageConvention(),
+                    )
                     if cost is not None:
                         usage = replace(usage, cost_usd=cost)
                     record = AttemptRecord(target, "ok", None, outcome.timing)

@@ -40,6 +40,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ._errors import ConfigError, ProviderError, ProviderTimeoutError
+from ._profile import UsageConvention
 
 if TYPE_CHECKING:
     import httpx
@@ -230,31 +231,19 @@ class ModelPrice:
             return total
 
 
-@dataclass(frozen=True, slots=True)
-class UsageConvention:
-    """How one engine's adapter counts tokens in `Usage`, for costing.
-
-    Adapters report usage as their provider counts it, and providers disagree:
-
-    | engine | `input_tokens` | `output_tokens` |
-    |---|---|---|
-    | OpenAI Chat and Responses, Azure, OpenAI-compatible | includes cache reads | includes it |
-    | gemini (the adapter adds thoughts to candidates) | includes cached content | includes it |
-    | anthropic | excludes cache reads and writes | includes thinking |
-
-    Attributes:
-        input_includes_cache: `input_tokens` already counts cache reads and writes.
-        output_includes_reasoning: `output_tokens` already counts reasoning tokens.
-    """
-
-    input_includes_cache: bool = True
-    output_includes_reasoning: bool = True
+DEFAULT_USAGE_CONVENTIONS: Mapping[str, UsageConvention] = MappingProxyType({})
+"""Table-level conventions a default table starts with: none, since each adapter declares
+its own in `AdapterProfile.usage` (kept for code that passes it as `conventions=`)."""
 
 
-DEFAULT_USAGE_CONVENTIONS: Mapping[str, UsageConvention] = MappingProxyType(
-    {"anthropic": UsageConvention(input_includes_cache=False)}
-)
-"""Per-engine usage conventions; engines not listed count the OpenAI way."""
+def _profile_convention(provider_id: str) -> UsageConvention | None:
+    """The usage convention the default registry's adapter class declares, if any."""
+    from ._registry import default_registry
+
+    registry = default_registry()
+    if provider_id not in registry:
+        return None
+    return registry.adapter_class(provider_id).profile.usage
 
 
 # --- model-name matching -------------------------------------------------------------
@@ -341,8 +330,8 @@ class PricingTable:
             own (one level).
         as_of: When the prices were compiled.
         source: Where they came from.
-        conventions: Engine id → how its adapter counts usage; defaults to
-            `DEFAULT_USAGE_CONVENTIONS`.
+        conventions: Engine id → how its adapter counts usage, over what the adapter
+            class declares in `AdapterProfile.usage` (see `cost`).
     """
 
     def __init__(
@@ -561,20 +550,31 @@ class PricingTable:
         entry = self._find(provider_id, model)
         return None if entry is None else entry.context_window
 
-    def cost(self, usage: Usage, provider_id: str, model: str) -> Decimal | None:
+    def cost(
+        self,
+        usage: Usage,
+        provider_id: str,
+        model: str,
+        *,
+        convention: UsageConvention | None = None,
+    ) -> Decimal | None:
         """The exact cost of one call, or `None` when it cannot be known.
 
         Args:
             usage: The call's usage, as the engine's adapter reported it.
-            provider_id: The engine id that served it (not the instance alias); it also
-                selects the engine's `UsageConvention`.
+            provider_id: The engine id that served it (not the instance alias).
             model: The model name as sent.
+            convention: How the adapter counts usage. A convention this table sets for
+                the engine (`conventions=`) wins; then this one; then the profile of
+                the adapter class registered under `provider_id` in the default
+                registry (`AdapterProfile.usage`); otherwise the OpenAI way.
         """
         price = self.lookup(provider_id, model)
         if price is None:
             return None
         pid = provider_id.strip().lower()
-        return price.cost(usage, self._conventions.get(pid))
+        chosen = self._conventions.get(pid) or convention or _profile_convention(pid)
+        return price.cost(usage, chosen)
 
     def merged(self, newer: PricingTable) -> PricingTable:
         """A table where `newer`'s entries win and this one's fill the gaps."""

@@ -19,19 +19,22 @@ ENTRY_POINT_GROUP = "anyinfer.adapters"
 
 AdapterFactory = Callable[..., "Adapter"]
 
-# Built-in adapters, imported only when first used so `import anyinfer` stays fast.
-_BUILTINS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "openai": ("anyinfer._providers.openai_chat:OpenAIChatAdapter", ()),
-    "openai-responses": ("anyinfer._providers.openai_responses:OpenAIResponsesAdapter", ()),
-    "anthropic": ("anyinfer._providers.anthropic:AnthropicAdapter", ("claude",)),
-    "ollama": ("anyinfer._providers.ollama:OllamaAdapter", ()),
-    "openai-compat": ("anyinfer._providers.openai_compat:OpenAICompatAdapter", ()),
-    "llama.cpp": ("anyinfer._providers.openai_compat:LlamaCppAdapter", ("llamacpp", "llama-cpp")),
-    "vllm": ("anyinfer._providers.openai_compat:VLLMAdapter", ()),
-    "lmstudio": ("anyinfer._providers.openai_compat:LMStudioAdapter", ("lm-studio",)),
-    "azure-foundry": ("anyinfer._providers.azure:AzureFoundryAdapter", ("azure",)),
-    "gemini": ("anyinfer._providers.gemini:GeminiAdapter", ("google",)),
+# Built-in adapter classes by provider id, imported only when first used so `import
+# anyinfer` stays fast. Everything else about a provider (aliases included) is declared
+# on its class, in `profile`.
+_BUILTINS: dict[str, str] = {
+    "openai": "anyinfer._providers.openai_chat:OpenAIChatAdapter",
+    "openai-responses": "anyinfer._providers.openai_responses:OpenAIResponsesAdapter",
+    "anthropic": "anyinfer._providers.anthropic:AnthropicAdapter",
+    "ollama": "anyinfer._providers.ollama:OllamaAdapter",
+    "openai-compat": "anyinfer._providers.openai_compat:OpenAICompatAdapter",
+    "azure-foundry": "anyinfer._providers.azure:AzureFoundryAdapter",
+    "gemini": "anyinfer._providers.gemini:GeminiAdapter",
 }
+
+# The OpenAI-compatible presets (llama.cpp, vllm, lmstudio, ...): a function returning
+# their classes, each preset one entry of `openai_compat.PRESETS`.
+_BUILTIN_PRESETS = "anyinfer._providers.openai_compat:preset_adapters"
 
 
 def _load(path: str) -> Any:
@@ -44,8 +47,9 @@ class ProviderRegistry:
 
     Built-in adapters are registered by import path and loaded on first use; third-party
     adapters are discovered from the `anyinfer.adapters` entry-point group (each entry
-    point names an `Adapter` subclass whose `provider_id` and `aliases` say what it
-    serves), or registered directly with `register`.
+    point names an `Adapter` subclass whose `provider_id` and `profile.aliases` say what
+    it serves), or registered directly with `register`. Built-in and third-party
+    classes are read the same way: the registry keeps no provider facts of its own.
     """
 
     def __init__(self, *, builtins: bool = True, entry_points: bool = True) -> None:
@@ -54,11 +58,11 @@ class ProviderRegistry:
         self._aliases: dict[str, str] = {}
         self._scan_entry_points = entry_points
         self._scanned = False
+        # Built-in aliases and presets are read from the classes, loaded on the first
+        # name that is not a built-in id.
+        self._builtins_loaded = self._presets_loaded = not builtins
         if builtins:
-            for pid, (path, aliases) in _BUILTINS.items():
-                self._factories[pid] = path
-                for alias in aliases:
-                    self._aliases[alias] = pid
+            self._factories.update(_BUILTINS)
 
     def register(
         self,
@@ -73,19 +77,22 @@ class ProviderRegistry:
         Args:
             provider_id: The id targets and settings use.
             factory: The adapter class, or its import path.
-            aliases: Other names for the same provider.
+            aliases: Other names for the same provider, besides those an adapter
+                class declares in `profile.aliases`.
             replace: Allow replacing an existing registration.
 
         Raises:
             ConfigError: If the id is taken and `replace` is false.
         """
         pid = provider_id.strip().lower()
+        if not replace:
+            self._ensure_builtins()  # a built-in alias is taken too
         with self._lock:
             if not replace and (pid in self._factories or pid in self._aliases):
                 raise ConfigError(f"provider {pid!r} is already registered")
             self._factories[pid] = factory
             self._aliases.pop(pid, None)
-            for alias in aliases:
+            for alias in (*_profile_aliases(factory), *aliases):
                 self._aliases[alias.strip().lower()] = pid
 
     def unregister(self, provider_id: str) -> None:
@@ -96,7 +103,52 @@ class ProviderRegistry:
             for alias in [a for a, p in self._aliases.items() if p == pid]:
                 del self._aliases[alias]
 
-    def _ensure_scanned(self) -> None:
+    def _ensure_builtins(self, wanted: str | None = None) -> None:
+        """Register the OpenAI-compatible presets, then the built-in classes' aliases.
+
+        Args:
+            wanted: The name being looked up: when a preset answers to it, the other
+                built-in modules are not imported yet.
+        """
+        if self._builtins_loaded:
+            return
+        found: list[tuple[str, type[Adapter]]] = []
+        if not self._presets_loaded:
+            self._presets_loaded = True
+            presets: tuple[type[Adapter], ...] = _load(_BUILTIN_PRESETS)()
+            with self._lock:
+                for cls in presets:
+                    pid = cls.provider_id
+                    if pid not in self._factories and pid not in self._aliases:
+                        self._factories[pid] = cls
+                        found.append((pid, cls))
+                self._add_aliases(found)
+            if wanted is not None and (wanted in self._factories or wanted in self._aliases):
+                return
+        self._builtins_loaded = True
+        found = []
+        with self._lock:
+            for pid, path in _BUILTINS.items():
+                factory = self._factories.get(pid)
+                if isinstance(factory, type):
+                    factory = f"{factory.__module__}:{factory.__qualname__}"
+                if factory == path:  # the built-in, not replaced or unregistered since
+                    cls = _load(path)
+                    self._factories[pid] = cls
+                    found.append((pid, cls))
+            self._add_aliases(found)
+
+    def _add_aliases(self, found: list[tuple[str, type[Adapter]]]) -> None:
+        for pid, cls in found:
+            for alias in _profile_aliases(cls):
+                name = alias.strip().lower()
+                if name not in self._factories:  # an explicit registration wins
+                    self._aliases.setdefault(name, pid)
+
+    def _ensure_scanned(self, wanted: str | None = None) -> None:
+        self._ensure_builtins(wanted)
+        if wanted is not None and (wanted in self._factories or wanted in self._aliases):
+            return
         if self._scanned or not self._scan_entry_points:
             return
         self._scanned = True
@@ -112,13 +164,13 @@ class ProviderRegistry:
                     f"adapter entry point {ep.name!r} ({ep.value}) failed to load: {exc}"
                 ) from exc
             pid = getattr(cls, "provider_id", "") or ep.name
-            self.register(pid, cls, aliases=tuple(getattr(cls, "aliases", ())), replace=True)
+            self.register(pid, cls, replace=True)
 
     def canonical(self, provider_id: str) -> str:
         """The registered id for an id or alias (unknown names come back unchanged)."""
         pid = provider_id.strip().lower()
         if pid not in self._factories and pid not in self._aliases:
-            self._ensure_scanned()
+            self._ensure_scanned(pid)
         return self._aliases.get(pid, pid)
 
     def ids(self) -> list[str]:
@@ -149,6 +201,15 @@ class ProviderRegistry:
             with self._lock:
                 self._factories[pid] = factory
         return factory  # type: ignore[return-value]
+
+
+def _profile_aliases(factory: AdapterFactory | str) -> tuple[str, ...]:
+    """The aliases an adapter class declares (none for a path or a plain factory)."""
+    from ._adapter import Adapter
+
+    if isinstance(factory, type) and issubclass(factory, Adapter):
+        return factory.profile.aliases
+    return ()
 
 
 _default: ProviderRegistry | None = None

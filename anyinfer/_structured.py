@@ -32,7 +32,6 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from ._capabilities import ModelCapabilities
@@ -41,7 +40,6 @@ from ._messages import Message
 from ._types import Mechanism
 
 __all__ = [
-    "ENGINE_STRUCTURED_DEFAULTS",
     "MECHANISMS",
     "NormalizedSchema",
     "Repair",
@@ -225,29 +223,6 @@ class StructuredPlan:
         return with_instructions(messages, self.schema, self.mechanism)
 
 
-ENGINE_STRUCTURED_DEFAULTS: Mapping[str, ModelCapabilities] = MappingProxyType(
-    {
-        "llama.cpp": ModelCapabilities(json_mode=True, json_schema=True, grammar=True),
-        "vllm": ModelCapabilities(json_mode=True, json_schema=True, grammar=True),
-        "ollama": ModelCapabilities(json_mode=True, json_schema=True),
-        "lmstudio": ModelCapabilities(json_schema=True),
-        "openai": ModelCapabilities(json_mode=True, json_schema=True),
-        "openai-responses": ModelCapabilities(json_mode=True, json_schema=True),
-        "gemini": ModelCapabilities(json_mode=True, json_schema=True),
-    }
-)
-"""What an engine can enforce for any model it serves, keyed by engine id.
-
-Constrained decoding is a property of the engine, not of the weights: llama.cpp's
-server and vLLM compile a schema into a grammar for whatever model they run, Ollama's
-`format` takes a schema for every model, and OpenAI's and Gemini's current models all
-take one. These values fill only capability fields nobody knows (`None`); a catalog
-entry, discovery, a probe or an override that says otherwise wins. Engines missing here
-(Anthropic, Azure deployments, generic OpenAI-compatible servers) rely on their catalog
-entries or `capability_overrides`.
-"""
-
-
 def normalize_schema(
     schema: SchemaSpec | Mapping[str, Any] | SupportsJSONSchema,
 ) -> NormalizedSchema:
@@ -317,24 +292,32 @@ def normalize_schema(
 
 
 def choose_mechanism(
-    capabilities: ModelCapabilities, provider_id: str
+    capabilities: ModelCapabilities,
+    provider_id: str,
+    *,
+    defaults: ModelCapabilities | None = None,
 ) -> tuple[Mechanism, list[str]]:
     """Pick the strongest structured-output mechanism a target supports.
 
     A capability counts only when it is known to be `True`. Fields nobody knows fall
-    back to `ENGINE_STRUCTURED_DEFAULTS` for the engine; still unknown means unavailable.
+    back to what the engine enforces for any model it serves (its adapter class's
+    `AdapterProfile.structured`: constrained decoding is a property of the engine, not
+    of the weights); still unknown means unavailable.
 
     Args:
         capabilities: The target model's assembled capabilities.
         provider_id: The engine id (the adapter's `provider_id`, e.g. `"llama.cpp"`,
-            not an instance alias), used for the defaults and in warnings.
+            not an instance alias), used in warnings and, when `defaults` is not
+            given, to find the engine's profile in the default registry.
+        defaults: The engine's structured-output defaults (the client passes its
+            adapter class's `profile.structured`).
 
     Returns:
         The mechanism, and warnings to put on the result: one when the mechanism is
         weaker than `json_schema`, since then the provider does not enforce the schema.
     """
-    engine = provider_id.strip().lower()
-    defaults = ENGINE_STRUCTURED_DEFAULTS.get(engine, ModelCapabilities())
+    if defaults is None:
+        defaults = _profile_structured(provider_id.strip().lower()) or ModelCapabilities()
 
     def has(name: str) -> bool:
         value = getattr(capabilities, name)
@@ -353,6 +336,16 @@ def choose_mechanism(
         f"{provider_id}: structured output requested in the prompt (the provider enforces "
         "neither JSON nor the schema); validated client-side"
     ]
+
+
+def _profile_structured(provider_id: str) -> ModelCapabilities | None:
+    """The structured-output defaults the default registry's adapter class declares."""
+    from ._registry import default_registry
+
+    registry = default_registry()
+    if provider_id not in registry:
+        return None
+    return registry.adapter_class(provider_id).profile.structured
 
 
 def response_format_for(mechanism: Mechanism, schema: NormalizedSchema) -> Mapping[str, Any] | None:
@@ -394,6 +387,8 @@ def plan_structured(
     schema: SchemaSpec | Mapping[str, Any] | SupportsJSONSchema | NormalizedSchema,
     capabilities: ModelCapabilities,
     provider_id: str,
+    *,
+    defaults: ModelCapabilities | None = None,
 ) -> StructuredPlan:
     """Normalize a schema and plan how one target is asked for it.
 
@@ -401,12 +396,13 @@ def plan_structured(
         schema: Any accepted `schema=` value, or an already normalized schema.
         capabilities: The target model's capabilities.
         provider_id: The target's engine id (see `choose_mechanism`).
+        defaults: The engine's structured-output defaults (see `choose_mechanism`).
 
     Returns:
         The plan: mechanism, response format and the warnings for the result.
     """
     normalized = schema if isinstance(schema, NormalizedSchema) else normalize_schema(schema)
-    mechanism, warnings = choose_mechanism(capabilities, provider_id)
+    mechanism, warnings = choose_mechanism(capabilities, provider_id, defaults=defaults)
     if mechanism in ("grammar", "json_schema"):
         warnings.extend(normalized.warnings)
     return StructuredPlan(

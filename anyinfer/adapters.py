@@ -36,6 +36,7 @@ from ._parts import (
     UsagePart,
     WarningPart,
 )
+from ._profile import AdapterProfile, UsageConvention
 from ._request import GenerationRequest
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "END",
     "Adapter",
+    "AdapterProfile",
     "AnthropicAdapter",
     "DiscoveredModel",
     "EndPart",
@@ -70,6 +72,7 @@ __all__ = [
     "SSEEvent",
     "TextPart",
     "ToolCallPart",
+    "UsageConvention",
     "UsagePart",
     "WarningPart",
     "error_fields",

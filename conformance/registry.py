@@ -3,13 +3,16 @@
 Adapters come from four places, in this order:
 
 1. AnyInfer's built-in adapters (each class names its dialect in
-   `conformance_dialect`; `openai` speaks `openai-chat`);
+   `profile.conformance_dialect`);
 2. functions registered under the `anyinfer.conformance` entry-point group, each called
    with the registry (`def configure(registry): registry.add(...)`);
 3. `pytest_anyinfer_configure(registry)` implementations in conftest files and pytest
    plugins;
-4. adapter classes registered under the `anyinfer.adapters` entry-point group that set
-   a `conformance_dialect` class attribute naming the dialect they speak.
+4. adapter classes registered under the `anyinfer.adapters` entry-point group whose
+   `profile.conformance_dialect` names the dialect they speak.
+
+Built-in and third-party classes are read the same way: this module keeps no table of
+which provider speaks which dialect.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ _GLOB = re.compile(r"[*?\[]")
 CONFORMANCE_ENTRY_POINT_GROUP = "anyinfer.conformance"
 """Entry-point group of `configure(registry)` functions installed packages provide."""
 
-BUILTIN_ADAPTERS: tuple[tuple[str, str], ...] = (("openai", "openai-chat"),)
-"""Dialects for built-in adapters whose class does not set `conformance_dialect`."""
+BUILTIN_ADAPTERS: tuple[tuple[str, str], ...] = ()
+"""Kept for compatibility: empty, since every built-in class declares its dialect in
+`profile.conformance_dialect`."""
 
 BUILTIN_VARIANTS: tuple[tuple[str, str, str, dict[str, object]], ...] = (
     # (suite name, provider id, dialect, settings): built-ins whose other wire forms
@@ -290,8 +294,8 @@ def _entry_points(group: str) -> list[Any]:
 def load_builtins(registry: ConformanceRegistry) -> None:
     """Register AnyInfer's built-in adapters that name their conformance dialect.
 
-    Every built-in provider whose adapter class sets `conformance_dialect` is added, plus
-    the fallbacks in `BUILTIN_ADAPTERS` for classes that do not say.
+    Every built-in provider whose adapter class's profile names a conformance dialect
+    is added (each OpenAI-compatible preset included).
 
     Raises:
         RegistryError: If a built-in adapter fails to import.
@@ -306,8 +310,8 @@ def load_builtins(registry: ConformanceRegistry) -> None:
             cls = builtins.adapter_class(name)
         except Exception as exc:
             raise RegistryError(f"built-in adapter {name!r} failed to import: {exc}") from exc
-        dialect = getattr(cls, "conformance_dialect", None) or fallback.get(name)
-        if isinstance(dialect, str) and dialect:
+        dialect = cls.profile.conformance_dialect or fallback.get(name)
+        if dialect:
             registry.add(name, None, dialect=dialect)
     for name, provider, dialect, settings in BUILTIN_VARIANTS:
         registry.add(name, builtins.adapter_class(provider), dialect=dialect, settings=settings)
@@ -331,7 +335,7 @@ def load_configure_entry_points(registry: ConformanceRegistry) -> None:
 
 
 def load_adapter_entry_points(registry: ConformanceRegistry) -> None:
-    """Register `anyinfer.adapters` classes that declare a `conformance_dialect`.
+    """Register `anyinfer.adapters` classes whose profile names a conformance dialect.
 
     Entry points whose id is already registered are left alone, so an explicit
     registration (with settings, say) wins.
@@ -347,8 +351,12 @@ def load_adapter_entry_points(registry: ConformanceRegistry) -> None:
             cls = ep.load()
         except Exception as exc:
             raise RegistryError(f"{registry.origin} ({ep.value}) failed to load: {exc}") from exc
-        dialect = getattr(cls, "conformance_dialect", None)
-        if not isinstance(dialect, str) or not dialect:
+        from anyinfer.adapters import Adapter
+
+        if not (isinstance(cls, type) and issubclass(cls, Adapter)):
+            continue  # the provider registry reports it when the adapter is used
+        dialect = cls.profile.conformance_dialect
+        if not dialect:
             continue
         name = (getattr(cls, "provider_id", "") or ep.name).strip().lower()
         if name in registry:

@@ -1201,7 +1201,7 @@ def test_dialect_error_and_models_shapes() -> None:
     assert DIALECT.is_generation("POST", "/v1/messages")
     assert not DIALECT.is_generation("POST", "/v1/messages/count_tokens")
     assert fs.get_dialect("anthropic-messages").name == "anthropic-messages"
-    assert AnthropicAdapter.conformance_dialect == "anthropic-messages"
+    assert AnthropicAdapter.profile.conformance_dialect == "anthropic-messages"
 
 
 def test_content_blocks_joins_split_signatures_and_keeps_redacted_thinking() -> None:

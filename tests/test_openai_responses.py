@@ -1093,4 +1093,4 @@ def test_loopback_server(streamed: bool) -> None:
 def test_registry_builds_this_adapter() -> None:
     cls = ai.default_registry().adapter_class(PID)
     assert cls is OpenAIResponsesAdapter
-    assert cls.conformance_dialect == "openai-responses"  # type: ignore[attr-defined]
+    assert cls.profile.conformance_dialect == "openai-responses"

@@ -130,7 +130,7 @@ def test_conventions_are_per_engine_and_overridable() -> None:
     thinking = Usage(input_tokens=0, output_tokens=10, reasoning_tokens=30)
     assert apart.cost(thinking, "a", "m") == Decimal(40) / M
     assert openai_style.cost(thinking, "a", "m") == Decimal(10) / M
-    assert set(PricingTable.default().conventions) == {"anthropic"}
+    assert set(PricingTable.default().conventions) == set()  # adapters declare theirs
 
 
 def test_cost_is_exact_decimal() -> None:

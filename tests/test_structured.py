@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from anyinfer._capabilities import ModelCapabilities
 from anyinfer._errors import ConfigError
 from anyinfer._messages import Message
+from anyinfer._registry import ProviderRegistry
 from anyinfer._structured import (
-    ENGINE_STRUCTURED_DEFAULTS,
     MECHANISMS,
     NormalizedSchema,
     Repair,
@@ -384,8 +384,12 @@ def test_downgrade_warnings_say_what_is_enforced() -> None:
 
 def test_engine_defaults_only_claim_known_mechanisms() -> None:
     assert MECHANISMS == ("grammar", "json_schema", "json_mode", "prompt")
-    for caps in ENGINE_STRUCTURED_DEFAULTS.values():
-        assert set(caps.known()) <= {"grammar", "json_schema", "json_mode"}
+    registry = ProviderRegistry(entry_points=False)
+    declared = [registry.adapter_class(p).profile.structured for p in registry.ids()]
+    assert any(declared)
+    for caps in declared:
+        if caps is not None:
+            assert set(caps.known()) <= {"grammar", "json_schema", "json_mode"}
 
 
 # --- response formats and plans -------------------------------------------------------

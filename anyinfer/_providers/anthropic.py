@@ -78,6 +78,7 @@ from .._parts import (
     UsagePart,
     WarningPart,
 )
+from .._profile import AdapterProfile, UsageConvention
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from .._types import Generation, Usage
@@ -155,10 +156,14 @@ class AnthropicAdapter(HTTPAdapter):
     """
 
     provider_id: ClassVar[str] = "anthropic"
-    aliases: ClassVar[tuple[str, ...]] = ("claude",)
+    profile: ClassVar[AdapterProfile] = AdapterProfile(
+        aliases=("claude",),
+        conformance_dialect="anthropic-messages",
+        # input_tokens leaves cache reads and writes out
+        usage=UsageConvention(input_includes_cache=False),
+    )
     default_base_url: ClassVar[str | None] = "https://api.anthropic.com/v1"
     api_key_env: ClassVar[str | None] = "ANTHROPIC_API_KEY"
-    conformance_dialect: ClassVar[str] = "anthropic-messages"
 
     def __init__(self, settings: ProviderSettings) -> None:
         default = settings.options.get("default_max_tokens", DEFAULT_MAX_TOKENS)

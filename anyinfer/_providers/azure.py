@@ -45,6 +45,7 @@ import httpx
 from .._adapter import DiscoveredModel
 from .._errors import ConfigError
 from .._instance import base_url_env
+from .._profile import AdapterProfile
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from ._wire import as_dict, as_list, opt_dict, opt_int, opt_str
@@ -93,10 +94,11 @@ class AzureFoundryAdapter(OpenAICompatAdapter):
     """
 
     provider_id: ClassVar[str] = "azure-foundry"
-    aliases: ClassVar[tuple[str, ...]] = ("azure",)
+    profile: ClassVar[AdapterProfile] = AdapterProfile(
+        aliases=("azure",), conformance_dialect="azure-openai"
+    )
     default_base_url: ClassVar[str | None] = None
     api_key_env: ClassVar[str | None] = "AZURE_OPENAI_API_KEY"
-    conformance_dialect: ClassVar[str] = "azure-openai"
     default_engine: ClassVar[str] = "azure-openai"
     option_keys: ClassVar[frozenset[str]] = frozenset({"engine", "quirks", "api", "auth"})
 

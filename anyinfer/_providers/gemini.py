@@ -103,6 +103,7 @@ from typing import Any, ClassVar
 import httpx
 
 from .._adapter import DiscoveredModel, HTTPAdapter, parse_retry_after
+from .._capabilities import ModelCapabilities
 from .._errormap import ErrorKind
 from .._errors import (
     ConfigError,
@@ -123,6 +124,7 @@ from .._parts import (
     UsagePart,
     WarningPart,
 )
+from .._profile import AdapterProfile
 from .._redact import register_secret
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
@@ -232,10 +234,13 @@ class GeminiAdapter(HTTPAdapter):
     """
 
     provider_id: ClassVar[str] = "gemini"
-    aliases: ClassVar[tuple[str, ...]] = ("google",)
+    profile: ClassVar[AdapterProfile] = AdapterProfile(
+        aliases=("google",),
+        conformance_dialect="gemini",
+        structured=ModelCapabilities(json_mode=True, json_schema=True),
+    )
     default_base_url: ClassVar[str | None] = DEFAULT_BASE_URL
     api_key_env: ClassVar[str | None] = "GEMINI_API_KEY"
-    conformance_dialect: ClassVar[str] = "gemini"
 
     def __init__(self, settings: ProviderSettings) -> None:
         if not settings.api_key:

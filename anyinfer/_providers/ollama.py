@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 import httpx
 
 from .._adapter import DiscoveredModel, Health, HTTPAdapter
+from .._capabilities import ModelCapabilities
 from .._errormap import ErrorKind
 from .._errors import AnyInferError, ConfigError, ProtocolError, ProviderError
 from .._messages import ImageContent, Message
@@ -43,6 +44,7 @@ from .._parts import (
     UsagePart,
     WarningPart,
 )
+from .._profile import AdapterProfile
 from .._request import GenerationRequest, ReasoningEffort
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
@@ -125,7 +127,12 @@ class OllamaAdapter(HTTPAdapter):
     provider_id: ClassVar[str] = "ollama"
     default_base_url: ClassVar[str | None] = "http://127.0.0.1:11434"
     api_key_env: ClassVar[str | None] = "OLLAMA_API_KEY"
-    conformance_dialect: ClassVar[str] = "ollama-chat"
+    profile: ClassVar[AdapterProfile] = AdapterProfile(
+        conformance_dialect="ollama-chat",
+        # `format` takes a schema for every model
+        structured=ModelCapabilities(json_mode=True, json_schema=True),
+        local_engines=("llama.cpp",),
+    )
     #: The chat endpoint, relative to the base URL.
     chat_path: ClassVar[str] = "/api/chat"
 

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .._adapter import DiscoveredModel, HTTPAdapter
+from .._capabilities import ModelCapabilities
 from .._errormap import error_fields
 from .._messages import ImageContent, Message, TextContent
 from .._parts import (
@@ -25,6 +26,7 @@ from .._parts import (
     ToolCallPart,
     UsagePart,
 )
+from .._profile import AdapterProfile
 from .._request import GenerationRequest
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
@@ -51,6 +53,10 @@ class OpenAIChatAdapter(HTTPAdapter):
     """
 
     provider_id: ClassVar[str] = "openai"
+    profile: ClassVar[AdapterProfile] = AdapterProfile(
+        conformance_dialect="openai-chat",
+        structured=ModelCapabilities(json_mode=True, json_schema=True),
+    )
     default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
     api_key_env: ClassVar[str | None] = "OPENAI_API_KEY"
     #: Name of the output-token cap field in request bodies. A plain attribute (not a

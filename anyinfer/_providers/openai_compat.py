@@ -5,7 +5,9 @@ goes, which field carries reasoning, how constrained output is asked for, whethe
 `stream_options` is accepted at all. Those differences are data here, not branches: a
 frozen `Quirks` record per engine (`ENGINE_QUIRKS`), consulted by one adapter,
 `OpenAICompatAdapter`. The presets `llama.cpp`, `vllm` and `lmstudio` are the same
-adapter with their engine's quirks and default port.
+adapter with their engine's quirks, default port and profile: each is one entry of
+`PRESETS`, from which its class, registry id, aliases, engine quirks, conformance
+dialect, structured-output defaults and local engines all come.
 
 Choosing quirks, in `ProviderSettings.options`:
 
@@ -37,9 +39,11 @@ from typing import Any, ClassVar, Literal, get_args
 import httpx
 
 from .._adapter import POOL_OPTIONS, DiscoveredModel
+from .._capabilities import ModelCapabilities
 from .._errors import ConfigError, ProviderError, StreamError
 from .._instance import base_url_env, resolve_base_url
 from .._parts import END, Part, PhasesPart, RawPart, WarningPart
+from .._profile import AdapterProfile
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from ._wire import as_dict, as_list, opt_dict, opt_int
@@ -50,10 +54,14 @@ __all__ = [
     "LMStudioAdapter",
     "LlamaCppAdapter",
     "OpenAICompatAdapter",
+    "PRESETS",
+    "Preset",
     "Quirks",
     "StructuredOutput",
     "VLLMAdapter",
     "configured_base_url",
+    "preset_adapter",
+    "preset_adapters",
     "quirks_for",
 ]
 
@@ -183,27 +191,15 @@ def _check_quirk(name: str, value: Any, default: Any, provider: str) -> Any:
 
 _GENERIC = Quirks()
 
-ENGINE_QUIRKS: Mapping[str, Quirks] = MappingProxyType(
+_ENGINES: Mapping[str, Quirks] = MappingProxyType(
     {
         "openai-compat": _GENERIC,
-        # llama.cpp's llama-server: `timings` on the last chunk; usage only with
-        # include_usage (older builds put it in the finish chunk unasked); JSON Schema
-        # via the top-level `json_schema` field, enforced as a grammar.
-        "llama.cpp": dataclasses.replace(
-            _GENERIC, engine="llama.cpp", timings=True, structured_output="json_schema"
-        ),
         # llama-cpp-python[server]: ignores include_usage (no usage in streams), repeats
         # id and name on every tool-call fragment, JSON Schema inside a json_object
         # response_format.
         "llama-cpp-python": dataclasses.replace(
             _GENERIC, engine="llama-cpp-python", structured_output="json_object_schema"
         ),
-        # vLLM: reasoning in `reasoning_content` (older) or `reasoning` (newer);
-        # response_format works on every version (guided_json / structured_outputs are
-        # selectable with the structured_output quirk).
-        "vllm": dataclasses.replace(_GENERIC, engine="vllm"),
-        # LM Studio: structured output only as json_schema (no plain JSON mode).
-        "lmstudio": dataclasses.replace(_GENERIC, engine="lmstudio", json_object=False),
         # Ollama's /v1: include_usage honoured; otherwise OpenAI-shaped.
         "ollama": dataclasses.replace(_GENERIC, engine="ollama"),
         # OpenRouter: comment lines and error objects in chunks (shared reading).
@@ -234,7 +230,13 @@ ENGINE_QUIRKS: Mapping[str, Quirks] = MappingProxyType(
         ),
     }
 )
-"""Known engines' quirks, by engine id (`ProviderSettings.options["engine"]`)."""
+"""Engines that are not presets (selectable with `options["engine"]`); the presets'
+engines are their `PRESETS` entries."""
+
+
+def _engines() -> dict[str, Quirks]:
+    """Every known engine's quirks: `_ENGINES`, then each preset's."""
+    return {**_ENGINES, **{pid: preset.engine_quirks(pid) for pid, preset in PRESETS.items()}}
 
 
 def quirks_for(engine: str, options: Mapping[str, Any], provider: str = "") -> Quirks:
@@ -253,12 +255,13 @@ def quirks_for(engine: str, options: Mapping[str, Any], provider: str = "") -> Q
         ConfigError: For an unknown engine, or bad overrides.
     """
     chosen = options.get("engine", engine)
-    if not isinstance(chosen, str) or chosen.strip().lower() not in ENGINE_QUIRKS:
+    engines = _engines()
+    if not isinstance(chosen, str) or chosen.strip().lower() not in engines:
         raise ConfigError(
-            f"unknown engine {chosen!r}; known engines: {', '.join(sorted(ENGINE_QUIRKS))}",
+            f"unknown engine {chosen!r}; known engines: {', '.join(sorted(engines))}",
             provider=provider or None,
         )
-    quirks = ENGINE_QUIRKS[chosen.strip().lower()]
+    quirks = engines[chosen.strip().lower()]
     overrides = options.get("quirks")
     if overrides is None:
         return quirks
@@ -295,10 +298,11 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
     """
 
     provider_id: ClassVar[str] = "openai-compat"
+    profile: ClassVar[AdapterProfile] = AdapterProfile(
+        conformance_dialect="openai-chat", local_engines=("llama.cpp", "vllm")
+    )
     default_base_url: ClassVar[str | None] = None
     api_key_env: ClassVar[str | None] = None
-    #: The dialect the conformance suite serves this adapter with.
-    conformance_dialect: ClassVar[str] = "openai-chat"
     #: The engine whose quirks apply unless `options["engine"]` says otherwise.
     default_engine: ClassVar[str] = "openai-compat"
     #: `ProviderSettings.options` keys this adapter understands.
@@ -529,20 +533,8 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
                 yield WarningPart(f"{pid}: {text}")
 
 
-class LlamaCppAdapter(OpenAICompatAdapter):
-    """llama.cpp's `llama-server` (OpenAI-compatible, default port 8080).
-
-    `timings` become `timing.phases` (`prefill_ms`, `decode_ms`) and, when the stream
-    carries no usage object, the usage; JSON Schema output goes in the top-level
-    `json_schema` field (the server enforces it with a grammar). A raw GBNF grammar can
-    be sent with `provider_options={"llama.cpp": {"grammar": "..."}}`.
-    """
-
-    provider_id: ClassVar[str] = "llama.cpp"
-    aliases: ClassVar[tuple[str, ...]] = ("llamacpp", "llama-cpp")
-    default_base_url: ClassVar[str | None] = "http://127.0.0.1:8080/v1"
-    default_engine: ClassVar[str] = "llama.cpp"
-    conformance_dialect: ClassVar[str] = "llama.cpp"
+class _LlamaCppServer(OpenAICompatAdapter):
+    """llama.cpp's `llama-server`: discovery reads its `meta` object."""
 
     async def models(self) -> Sequence[DiscoveredModel]:
         """`GET /models`, reading llama.cpp's `meta` object.
@@ -569,21 +561,141 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         return found
 
 
-class VLLMAdapter(OpenAICompatAdapter):
-    """vLLM's OpenAI-compatible server (default port 8000)."""
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """One OpenAI-compatible preset: a provider id that is `OpenAICompatAdapter` with
+    its engine's quirks, default URL and profile. Each preset is one entry of `PRESETS`;
+    its adapter class (`preset_adapter`), registry id and aliases, engine quirks,
+    conformance dialect, structured-output defaults and local engines all come from it.
 
-    provider_id: ClassVar[str] = "vllm"
-    default_base_url: ClassVar[str | None] = "http://127.0.0.1:8000/v1"
-    default_engine: ClassVar[str] = "vllm"
+    Attributes:
+        default_base_url: The server's OpenAI-compatible root when settings give none.
+        profile: The adapter class's `AdapterProfile` (aliases, dialect, structured
+            defaults, local engines; the OpenAI usage convention unless it says).
+        quirks: The engine's quirks (`engine` is set to the preset id).
+        doc: The adapter class's docstring.
+        base: The class the preset's adapter class extends (for presets that add
+            behaviour, such as llama.cpp's discovery).
+        name: The adapter class's name (by default made from the id).
+    """
+
+    default_base_url: str
+    profile: AdapterProfile
+    quirks: Quirks = _GENERIC
+    doc: str = ""
+    base: type[OpenAICompatAdapter] = OpenAICompatAdapter
+    name: str = ""
+
+    def engine_quirks(self, provider_id: str) -> Quirks:
+        """The quirks for this preset's engine, named after the preset (made once)."""
+        found = _PRESET_QUIRKS.get((provider_id, self))
+        if found is None:
+            found = dataclasses.replace(self.quirks, engine=provider_id)
+            _PRESET_QUIRKS[(provider_id, self)] = found
+        return found
 
 
-class LMStudioAdapter(OpenAICompatAdapter):
-    """LM Studio's local server (default port 1234)."""
+_PRESET_QUIRKS: dict[tuple[str, Preset], Quirks] = {}
 
-    provider_id: ClassVar[str] = "lmstudio"
-    aliases: ClassVar[tuple[str, ...]] = ("lm-studio",)
-    default_base_url: ClassVar[str | None] = "http://127.0.0.1:1234/v1"
-    default_engine: ClassVar[str] = "lmstudio"
+
+_LOCAL_STRUCTURED = ModelCapabilities(json_mode=True, json_schema=True, grammar=True)
+
+PRESETS: Mapping[str, Preset] = MappingProxyType(
+    {
+        "llama.cpp": Preset(
+            "http://127.0.0.1:8080/v1",
+            AdapterProfile(
+                aliases=("llamacpp", "llama-cpp"),
+                conformance_dialect="llama.cpp",
+                structured=_LOCAL_STRUCTURED,
+                local_engines=("llama.cpp",),
+            ),
+            # `timings` on the last chunk; usage only with include_usage (older builds
+            # put it in the finish chunk unasked); JSON Schema via the top-level
+            # `json_schema` field, enforced as a grammar.
+            dataclasses.replace(_GENERIC, timings=True, structured_output="json_schema"),
+            doc="""llama.cpp's `llama-server` (OpenAI-compatible, default port 8080).
+
+    `timings` become `timing.phases` (`prefill_ms`, `decode_ms`) and, when the stream
+    carries no usage object, the usage; JSON Schema output goes in the top-level
+    `json_schema` field (the server enforces it with a grammar). A raw GBNF grammar can
+    be sent with `provider_options={"llama.cpp": {"grammar": "..."}}`. Discovery reads
+    the server's `meta` object (loaded context window, training context, size).
+    """,
+            base=_LlamaCppServer,
+            name="LlamaCppAdapter",
+        ),
+        "vllm": Preset(
+            "http://127.0.0.1:8000/v1",
+            AdapterProfile(
+                conformance_dialect="openai-chat",
+                structured=_LOCAL_STRUCTURED,
+                local_engines=("vllm",),
+            ),
+            # reasoning in `reasoning_content` (older) or `reasoning` (newer);
+            # response_format works on every version (guided_json / structured_outputs
+            # are selectable with the structured_output quirk).
+            doc="vLLM's OpenAI-compatible server (default port 8000).",
+            name="VLLMAdapter",
+        ),
+        "lmstudio": Preset(
+            "http://127.0.0.1:1234/v1",
+            AdapterProfile(
+                aliases=("lm-studio",),
+                conformance_dialect="openai-chat",
+                structured=ModelCapabilities(json_schema=True),
+                local_engines=("llama.cpp",),
+            ),
+            # structured output only as json_schema (no plain JSON mode).
+            dataclasses.replace(_GENERIC, json_object=False),
+            doc="LM Studio's local server (default port 1234).",
+            name="LMStudioAdapter",
+        ),
+    }
+)
+"""The OpenAI-compatible presets, by provider id. Adding a preset is adding an entry."""
+
+ENGINE_QUIRKS: Mapping[str, Quirks] = MappingProxyType(_engines())
+"""Known engines' quirks, by engine id (`ProviderSettings.options["engine"]`): the
+presets' engines and the other engines this adapter knows."""
+
+_PRESET_CLASSES: dict[tuple[str, Preset], type[OpenAICompatAdapter]] = {}
+
+
+def preset_adapter(provider_id: str) -> type[OpenAICompatAdapter]:
+    """The adapter class of one `PRESETS` entry (made once per entry).
+
+    Raises:
+        KeyError: If `provider_id` is not a preset.
+    """
+    preset = PRESETS[provider_id]
+    cls = _PRESET_CLASSES.get((provider_id, preset))
+    if cls is None:
+        name = preset.name or "".join(c for c in provider_id.title() if c.isalnum()) + "Adapter"
+        attrs: dict[str, Any] = {
+            "__module__": __name__,
+            "__doc__": preset.doc or f"The {provider_id} OpenAI-compatible preset.",
+            "provider_id": provider_id,
+            "default_base_url": preset.default_base_url,
+            "default_engine": provider_id,
+            "profile": preset.profile,
+        }
+        cls = type(name, (preset.base,), attrs)
+        _PRESET_CLASSES[(provider_id, preset)] = cls
+    return cls
+
+
+def preset_adapters() -> tuple[type[OpenAICompatAdapter], ...]:
+    """Every preset's adapter class, in `PRESETS` order (the registry's built-ins)."""
+    return tuple(preset_adapter(pid) for pid in PRESETS)
+
+
+LlamaCppAdapter = preset_adapter("llama.cpp")
+"""llama.cpp's `llama-server` preset (see `PRESETS`)."""
+VLLMAdapter = preset_adapter("vllm")
+"""vLLM's preset (see `PRESETS`)."""
+LMStudioAdapter = preset_adapter("lmstudio")
+"""LM Studio's preset (see `PRESETS`)."""
 
 
 # --- helpers -------------------------------------------------------------------------

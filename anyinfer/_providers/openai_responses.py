@@ -63,6 +63,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .._adapter import DiscoveredModel, HTTPAdapter
+from .._capabilities import ModelCapabilities
 from .._errormap import error_fields
 from .._errors import ConfigError, ProviderError
 from .._messages import ImageContent, Message, TextContent
@@ -77,6 +78,7 @@ from .._parts import (
     UsagePart,
     WarningPart,
 )
+from .._profile import AdapterProfile
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from .._types import Usage
@@ -139,10 +141,12 @@ class OpenAIResponsesAdapter(HTTPAdapter):
     """
 
     provider_id: ClassVar[str] = "openai-responses"
-    aliases: ClassVar[tuple[str, ...]] = ()
+    profile: ClassVar[AdapterProfile] = AdapterProfile(
+        conformance_dialect="openai-responses",
+        structured=ModelCapabilities(json_mode=True, json_schema=True),
+    )
     default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
     api_key_env: ClassVar[str | None] = "OPENAI_API_KEY"
-    conformance_dialect: ClassVar[str] = "openai-responses"
 
     def __init__(self, settings: ProviderSettings) -> None:
         options = settings.options
