@@ -18,6 +18,7 @@ Run it with `pytest --anyinfer-conformance --anyinfer-resources`.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import gc
@@ -218,7 +219,7 @@ def check_resources(harness: Harness, *, sync: bool) -> tuple[list[Violation], S
     return report.found, report.script
 
 
-class _Run:
+class _Run(abc.ABC):
     """What both paths share: the scenarios, in order, and the checks after them."""
 
     def __init__(
@@ -303,8 +304,26 @@ class _Run:
                 script,
             )
 
+    def start_verdict(self, when: str, script: Script, exc: Exception | None, took: float) -> None:
+        """Judge `POOL_SIZE` concurrent stream starts: all must start, and at once."""
+        if exc is not None:
+            self.check_pool(f"{when}: {POOL_SIZE} concurrent streams", script, exc)
+            self.report.add(
+                f"{when}: {POOL_SIZE} concurrent streams could not all start "
+                f"(max_connections={POOL_SIZE}): {type(exc).__name__}: {exc} — a pool slot "
+                "is held",
+                script,
+            )
+        elif took > START_LIMIT_S:
+            self.report.add(
+                f"{when}: {POOL_SIZE} concurrent streams took {took:.2f}s to start "
+                "(a pool slot was held)",
+                script,
+            )
+
+    @abc.abstractmethod
     def go(self) -> None:
-        raise NotImplementedError
+        """Run every scenario through this path's client."""
 
 
 class _SyncRun(_Run):
@@ -441,21 +460,9 @@ class _SyncRun(_Run):
                     if isinstance(event, _CONTENT):
                         break
         except Exception as exc:
-            self.check_pool(f"{when}: {POOL_SIZE} concurrent streams", script, exc)
-            self.report.add(
-                f"{when}: {POOL_SIZE} concurrent streams could not all start "
-                f"(max_connections={POOL_SIZE}): {type(exc).__name__}: {exc} — a pool slot "
-                "is held",
-                script,
-            )
+            self.start_verdict(when, script, exc, 0.0)
         else:
-            took = time.monotonic() - start
-            if took > START_LIMIT_S:
-                self.report.add(
-                    f"{when}: {POOL_SIZE} concurrent streams took {took:.2f}s to start "
-                    "(a pool slot was held)",
-                    script,
-                )
+            self.start_verdict(when, script, None, time.monotonic() - start)
         finally:
             for stream in streams:
                 stream.close()
@@ -616,21 +623,9 @@ class _AsyncRun(_Run):
         try:
             await asyncio.gather(*(first_content(s) for s in streams))
         except Exception as exc:
-            self.check_pool(f"{when}: {POOL_SIZE} concurrent streams", script, exc)
-            self.report.add(
-                f"{when}: {POOL_SIZE} concurrent streams could not all start "
-                f"(max_connections={POOL_SIZE}): {type(exc).__name__}: {exc} — a pool slot "
-                "is held",
-                script,
-            )
+            self.start_verdict(when, script, exc, 0.0)
         else:
-            took = time.monotonic() - start
-            if took > START_LIMIT_S:
-                self.report.add(
-                    f"{when}: {POOL_SIZE} concurrent streams took {took:.2f}s to start "
-                    "(a pool slot was held)",
-                    script,
-                )
+            self.start_verdict(when, script, None, time.monotonic() - start)
         finally:
             for stream in streams:
                 await stream.aclose()

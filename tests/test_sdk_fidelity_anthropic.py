@@ -17,7 +17,6 @@ The SDK is a test-only dependency (the `test` extra); without it these tests ski
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -25,10 +24,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from wire import ServedScript
 
 from conformance.checker import expected_tool_calls
 from conformance.strategies import DOCUMENTED_STATUSES, realistic_scripts
-from fakeservers import FakeServer, Fault, Script, get_dialect
+from fakeservers import Fault, Script, get_dialect
 from fakeservers.dialects.anthropic import STOP_REASONS
 
 anthropic = pytest.importorskip("anthropic")
@@ -57,26 +57,9 @@ RELAXED = settings(
 )
 
 
-class _Served:
-    """One loopback server for a whole test, serving whichever script is current."""
-
-    def __init__(self) -> None:
-        self.script = Script()
-        self._lock = threading.Lock()
-        self.server = FakeServer(DIALECT, self._current)
-
-    def _current(self, _request: object) -> Script:
-        with self._lock:
-            return self.script
-
-    def serve(self, script: Script) -> None:
-        with self._lock:
-            self.script = script
-
-
 @contextlib.contextmanager
-def _sdk() -> Iterator[tuple[_Served, Any]]:
-    served = _Served()
+def _sdk() -> Iterator[tuple[ServedScript, Any]]:
+    served = ServedScript(DIALECT)
     with served.server as server:
         client = anthropic.Anthropic(
             api_key="sk-ant-fidelity",

@@ -27,7 +27,6 @@ import asyncio
 import base64
 import contextlib
 import json
-import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import replace
@@ -36,13 +35,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from wire import ServedScript
 
 import anyinfer as ai
 from anyinfer._providers.gemini import PROVIDER_DATA_KEY, assistant_message
 from conformance.checker import expected_tool_calls
 from conformance.strategies import DOCUMENTED_STATUSES, realistic_scripts
 from fakeservers import (
-    FakeServer,
     Fault,
     Script,
     Text,
@@ -68,26 +67,6 @@ RELAXED = settings(
 )
 """The active profile decides how many examples; this only relaxes checks that do not
 fit a loopback round trip per example."""
-
-
-class _Served:
-    """One loopback server for a whole test, serving whichever script is current."""
-
-    def __init__(self, dialect: Any) -> None:
-        self.script = Script()
-        self.urls: list[str] = []
-        self._lock = threading.Lock()
-        self.server = FakeServer(dialect, self._current)
-
-    def _current(self, request: Any) -> Script:
-        with self._lock:
-            self.urls.append(str(request.url))
-            return self.script
-
-    def serve(self, script: Script) -> Script:
-        with self._lock:
-            self.script = script
-        return script
 
 
 def _scripts(dialect: Any, **kw: Any) -> st.SearchStrategy[Script]:
@@ -129,8 +108,8 @@ def genai() -> Any:
 
 
 @contextlib.contextmanager
-def _gemini(genai: Any) -> Iterator[tuple[_Served, Any]]:
-    served = _Served(GEMINI)
+def _gemini(genai: Any) -> Iterator[tuple[ServedScript, Any]]:
+    served = ServedScript(GEMINI)
     with served.server as server:
         client = genai.Client(
             api_key="fidelity-key",
@@ -427,8 +406,8 @@ def ollama() -> Any:
 
 
 @contextlib.contextmanager
-def _ollama(ollama: Any) -> Iterator[tuple[_Served, Any]]:
-    served = _Served(OLLAMA)
+def _ollama(ollama: Any) -> Iterator[tuple[ServedScript, Any]]:
+    served = ServedScript(OLLAMA)
     with served.server as server:
         with ollama.Client(host=server.base_url, timeout=10.0) as client:
             yield served, client

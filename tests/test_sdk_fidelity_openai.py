@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -41,10 +40,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from wire import ServedScript
 
 from conformance.checker import expected_tool_calls
 from conformance.strategies import DOCUMENTED_STATUSES, KNOWN_FINISH_REASONS, realistic_scripts
-from fakeservers import Dialect, FakeServer, Fault, Script, ToolFragment, get_dialect
+from fakeservers import Dialect, Fault, Script, ToolFragment, get_dialect
 from fakeservers.dialects import OpenAIChatDialect
 from fakeservers.dialects.openai_responses import _terminal
 
@@ -74,26 +74,9 @@ RESPONSES = get_dialect("openai-responses")
 # --- one server per test ---------------------------------------------------------------------
 
 
-class _Served:
-    """One loopback server for a whole test, serving whichever script is current."""
-
-    def __init__(self, dialect: Dialect) -> None:
-        self.script = Script()
-        self._lock = threading.Lock()
-        self.server = FakeServer(dialect, self._current)
-
-    def _current(self, _request: object) -> Script:
-        with self._lock:
-            return self.script
-
-    def serve(self, script: Script) -> None:
-        with self._lock:
-            self.script = script
-
-
 @contextlib.contextmanager
-def _sdk(dialect: Dialect) -> Iterator[tuple[_Served, Any]]:
-    served = _Served(dialect)
+def _sdk(dialect: Dialect) -> Iterator[tuple[ServedScript, Any]]:
+    served = ServedScript(dialect)
     with served.server as server:
         if dialect.name == "azure-openai":
             client = openai.AzureOpenAI(

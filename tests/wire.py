@@ -705,3 +705,37 @@ def recording_params(items: Sequence[Interaction], empty: str) -> list[Any]:
     if not items:
         return [pytest.param(None, id="none", marks=pytest.mark.skip(reason=empty))]
     return [pytest.param(item, id=item.id) for item in items]
+
+
+class ServedScript:
+    """One loopback `FakeServer` for a whole test, serving whichever script is current.
+
+    Starting a server per Hypothesis example costs more than the example; the SDK
+    fidelity tests start one and switch its script with `serve`.
+
+    Attributes:
+        server: The server (use it as a context manager).
+        script: The script being served.
+        urls: The URL of every generation request served, in order.
+    """
+
+    def __init__(self, dialect: Any) -> None:
+        import threading
+
+        from fakeservers import FakeServer, Script
+
+        self.script = Script()
+        self.urls: list[str] = []
+        self._lock = threading.Lock()
+        self.server = FakeServer(dialect, self._current)
+
+    def _current(self, request: Any) -> Any:
+        with self._lock:
+            self.urls.append(str(request.url))
+            return self.script
+
+    def serve(self, script: Any) -> Any:
+        """Serve `script` from now on, and return it."""
+        with self._lock:
+            self.script = script
+        return script
