@@ -20,6 +20,7 @@ from ._adapter import (
     Health,
     HTTPAdapter,
     SSEEvent,
+    finish_uncancelled,
     parse_retry_after,
 )
 from ._errormap import ErrorFields, ErrorKind, error_fields, message_and_code
@@ -77,6 +78,7 @@ __all__ = [
     "WarningPart",
     "error_fields",
     "message_and_code",
+    "finish_uncancelled",
     "parse_retry_after",
 ]
 

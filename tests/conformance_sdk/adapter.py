@@ -22,7 +22,6 @@ conformance suite, which checks how responses are read.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import json
 import zlib
@@ -56,6 +55,7 @@ from anyinfer.adapters import (
     TextPart,
     ToolCallPart,
     UsagePart,
+    finish_uncancelled,
     parse_retry_after,
 )
 
@@ -129,21 +129,7 @@ class _Body(httpx.AsyncByteStream):
     async def aclose(self) -> None:
         # Run to the end even when the task is cancelled meanwhile: an httpx response
         # whose close is interrupted keeps its pool slot for good.
-        await _uncancelled(self.inner.aclose())
-
-
-async def _uncancelled(aw: Any) -> None:
-    """Await `aw` to its end, re-raising a cancellation that arrived meanwhile after it."""
-    task = asyncio.ensure_future(aw)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.wait((task,))
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError
-    task.result()
+        await finish_uncancelled(self.inner.aclose())
 
 
 def _through(layers: list[Any], data: bytes) -> Iterator[bytes]:
