@@ -678,11 +678,15 @@ class HTTPAdapter(Adapter):
     ) -> AsyncIterator[Any]:
         """Frame the body as newline-delimited JSON, yielding parsed objects.
 
-        A final line without a newline is still parsed (some servers omit it).
+        Lines end at `\\n`, `\\r\\n` or a bare `\\r` (JSON text cannot hold a raw CR, so
+        any CR ends a line). Blank lines are skipped; a final line without a newline is
+        still parsed (some servers omit it).
         """
         buf = b""
         async for chunk in self.iter_bytes(response, request):
             buf = buf + chunk if buf else chunk
+            if b"\r" in buf:
+                buf = buf.replace(b"\r", b"\n")
             lines = buf.split(b"\n")
             buf = lines.pop()
             for line in lines:

@@ -24,8 +24,6 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import httpx
-
 from .._adapter import DiscoveredModel, Health, HTTPAdapter
 from .._capabilities import ModelCapabilities
 from .._errormap import ErrorKind
@@ -315,28 +313,6 @@ class OllamaAdapter(HTTPAdapter):
                     yield part
         finally:
             await response.aclose()
-
-    async def iter_ndjson(
-        self, response: httpx.Response, request: GenerationRequest | None = None
-    ) -> AsyncIterator[Any]:
-        """Frame the body as newline-delimited JSON, yielding parsed objects.
-
-        Lines end at `\\n`, `\\r\\n` or a bare `\\r` (JSON text cannot hold a raw CR,
-        so any CR ends a line; the `ollama` SDK's line reader splits there too). Blank
-        lines are skipped; a final line without a newline is still parsed.
-        """
-        buf = b""
-        async for chunk in self.iter_bytes(response, request):
-            buf = buf + chunk if buf else chunk
-            if b"\r" in buf:
-                buf = buf.replace(b"\r", b"\n")
-            lines = buf.split(b"\n")
-            buf = lines.pop()
-            for line in lines:
-                if line.strip():
-                    yield self.parse_json(line)
-        if buf.strip():
-            yield self.parse_json(buf)
 
     def parts_from_object(self, obj: Any, tally: _Tally | None = None) -> Iterator[Part]:
         """Parts of one stream object, or of the whole non-streaming response.
