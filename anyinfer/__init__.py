@@ -12,8 +12,11 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from ._client import AsyncClient, Client
-from ._credentials import CredentialResolver, EnvResolver, KeyringResolver, ResolverChain
+from ._adapters.registry import ENTRY_POINT_GROUP, ProviderRegistry, default_registry
+from ._client.aclient import AsyncClient
+from ._client.credentials import CredentialResolver, EnvResolver, KeyringResolver, ResolverChain
+from ._client.route import Decision, RetryPolicy, Route, default_decision
+from ._client.sync import Client
 from ._errors import (
     AllTargetsFailedError,
     AnyInferError,
@@ -34,7 +37,11 @@ from ._errors import (
     StreamError,
     ToolLoopError,
 )
-from ._events import (
+from ._messages import ContentPart, ImageContent, Message, MessagesInput, Role, TextContent
+from ._redact import register_secret
+from ._request import DEFAULT_MAX_ROUNDS, ReasoningEffort, Sampling, ToolChoice, ToolSpec
+from ._settings import ProviderSettings
+from ._stream.events import (
     AttemptFailed,
     ReasoningDelta,
     StreamEnded,
@@ -45,13 +52,7 @@ from ._events import (
     ToolCallDelta,
     UsageUpdate,
 )
-from ._messages import ContentPart, ImageContent, Message, MessagesInput, Role, TextContent
-from ._redact import register_secret
-from ._registry import ENTRY_POINT_GROUP, ProviderRegistry, default_registry
-from ._request import DEFAULT_MAX_ROUNDS, ReasoningEffort, Sampling, ToolChoice, ToolSpec
-from ._route import Decision, RetryPolicy, Route, default_decision
-from ._settings import ProviderSettings
-from ._stream import AsyncStream, SyncStream
+from ._stream.generation import AsyncStream, SyncStream
 from ._types import (
     DETAIL_MAX_CHARS,
     AttemptRecord,
@@ -202,10 +203,10 @@ _LAZY: dict[str, str] = {
         ("ModelStore", "RemovalReport", "ResolvedModel", "StoreEntry", "StoredFile"),
         "._local.store",
     ),
-    **dict.fromkeys(("ModelCapabilities", "Provenance"), "._capabilities"),
-    "Catalog": "._catalog",
-    **dict.fromkeys(("Tool", "tool"), "._tools"),
-    **dict.fromkeys(("Repair", "SchemaSpec", "SupportsJSONSchema"), "._structured"),
+    **dict.fromkeys(("ModelCapabilities", "Provenance"), "._knowledge.capabilities"),
+    "Catalog": "._knowledge.catalog",
+    **dict.fromkeys(("Tool", "tool"), "._structured.tools"),
+    **dict.fromkeys(("Repair", "SchemaSpec", "SupportsJSONSchema"), "._structured.output"),
     **dict.fromkeys(
         (
             "DEFAULT_PRICING_URL",
@@ -216,7 +217,7 @@ _LAZY: dict[str, str] = {
             "afetch_pricing",
             "fetch_pricing",
         ),
-        "._pricing",
+        "._knowledge.pricing",
     ),
     **dict.fromkeys(
         (
@@ -226,7 +227,7 @@ _LAZY: dict[str, str] = {
             "TokenEstimate",
             "TokenEstimator",
         ),
-        "._budget",
+        "._knowledge.budget",
     ),
     **dict.fromkeys(
         (

@@ -58,7 +58,7 @@ def _settings(
 
     registry = ai.default_registry()
     engine = registry.canonical(provider) if provider in registry else None
-    from anyinfer._instance import api_key_env, base_url_env
+    from anyinfer._client.instance import api_key_env, base_url_env
 
     # The same rule the adapters apply (flag, then ANYINFER_<INSTANCE>_*, then the
     # provider's default): the instance id is the provider name as given, lower-cased.

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ._credentials import ResolverChain
+from ._client.credentials import ResolverChain
 from ._errors import ConfigError
 from ._redact import MASK
 
@@ -87,7 +87,7 @@ class ProviderSettings:
         Returns:
             The settings.
         """
-        from ._registry import default_registry
+        from ._adapters.registry import default_registry
 
         pid = default_registry().canonical(provider_id.strip().lower())
         alias = kwargs.pop("alias", None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._adapter import (
+from ._adapters.base import (
     Adapter,
     DiscoveredModel,
     Health,
@@ -23,8 +23,10 @@ from ._adapter import (
     finish_uncancelled,
     parse_retry_after,
 )
-from ._errormap import ErrorFields, ErrorKind, error_fields, message_and_code
-from ._parts import (
+from ._adapters.errormap import ErrorFields, ErrorKind, error_fields, message_and_code
+from ._adapters.profile import AdapterProfile, UsageConvention
+from ._request import GenerationRequest
+from ._stream.parts import (
     END,
     EndPart,
     FinishPart,
@@ -37,8 +39,6 @@ from ._parts import (
     UsagePart,
     WarningPart,
 )
-from ._profile import AdapterProfile, UsageConvention
-from ._request import GenerationRequest
 
 if TYPE_CHECKING:
     from ._providers.anthropic import AnthropicAdapter

@@ -262,7 +262,7 @@ def bench_imports(plan: Plan) -> list[Row]:
         "anyinfer": "import anyinfer",
         "httpx": "import httpx",
         # What the first request imports on top (AnyInfer loads httpx lazily).
-        "anyinfer_http": "import anyinfer, anyinfer._providers.openai_chat, anyinfer._core",
+        "anyinfer_http": "import anyinfer, anyinfer._providers.openai_chat, anyinfer._stream.core",
     }
     for code in commands.values():  # warm the page cache and the bytecode
         time_command(code)
@@ -441,8 +441,7 @@ async def concurrency_worker(side: str, port: int, streams: int, chunks: int) ->
     import httpx  # noqa: F401
 
     if side == "anyinfer":
-        import anyinfer._core
-        import anyinfer._providers.openai_chat  # noqa: F401
+        pass
 
     base = f"http://127.0.0.1:{port}/n/{chunks}/v1"
     url = base + "/chat/completions"

@@ -33,7 +33,7 @@ from anyinfer import (
     Usage,
     UsageUpdate,
 )
-from anyinfer._core import USAGE_MAY_BE_INCOMPLETE
+from anyinfer._stream.core import USAGE_MAY_BE_INCOMPLETE
 from fakeservers import Reasoning, Rendered, Script, ScriptUsage, Text, ToolFragment
 
 __all__ = [

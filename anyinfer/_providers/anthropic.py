@@ -63,11 +63,14 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .._adapter import DiscoveredModel, HTTPAdapter
-from .._errormap import ErrorKind, error_fields, kind_for_status
+from .._adapters.base import DiscoveredModel, HTTPAdapter
+from .._adapters.errormap import ErrorKind, error_fields, kind_for_status
+from .._adapters.profile import AdapterProfile, UsageConvention
 from .._errors import ConfigError
 from .._messages import ContentPart, Message, TextContent
-from .._parts import (
+from .._request import GenerationRequest
+from .._settings import ProviderSettings
+from .._stream.parts import (
     END,
     FinishPart,
     Part,
@@ -78,9 +81,6 @@ from .._parts import (
     UsagePart,
     WarningPart,
 )
-from .._profile import AdapterProfile, UsageConvention
-from .._request import GenerationRequest
-from .._settings import ProviderSettings
 from .._types import Generation, Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 

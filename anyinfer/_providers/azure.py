@@ -42,10 +42,10 @@ from urllib.parse import quote
 
 import httpx
 
-from .._adapter import DiscoveredModel
+from .._adapters.base import DiscoveredModel
+from .._adapters.profile import AdapterProfile
+from .._client.instance import base_url_env
 from .._errors import ConfigError
-from .._instance import base_url_env
-from .._profile import AdapterProfile
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from ._wire import as_dict, as_list, opt_dict, opt_int, opt_str

@@ -82,7 +82,7 @@ Mapping decisions this adapter documents:
   `RetryInfo.retryDelay` detail; `UNAVAILABLE` to `OverloadedError`; `NOT_FOUND` to
   `ModelNotFoundError` — within the HTTP status's class only (a 500 `UNAVAILABLE` is
   an `OverloadedError`, a 400 `UNAVAILABLE` stays a `ProviderError`; see
-  `anyinfer._errormap`). Error objects inside a stream are handled the same way, after
+  `anyinfer._adapters.errormap`). Error objects inside a stream are handled the same way, after
   the usage already received: in the `alt=sse` form Gemini sends such an object bare
   (pretty-printed, without `data:`), and the adapter reads it between events too.
 - `ProviderSettings.provider_options` for `gemini` are merged into the body last; a
@@ -102,18 +102,22 @@ from typing import Any, ClassVar
 
 import httpx
 
-from .._adapter import DiscoveredModel, HTTPAdapter, parse_retry_after
-from .._capabilities import ModelCapabilities
-from .._errormap import ErrorKind
+from .._adapters.base import DiscoveredModel, HTTPAdapter, parse_retry_after
+from .._adapters.errormap import ErrorKind
+from .._adapters.profile import AdapterProfile
+from .._client.instance import resolve_base_url
 from .._errors import (
     ConfigError,
     ContentFilterError,
     ProtocolError,
     ProviderError,
 )
-from .._instance import resolve_base_url
+from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ImageContent, Message, TextContent
-from .._parts import (
+from .._redact import register_secret
+from .._request import GenerationRequest
+from .._settings import ProviderSettings
+from .._stream.parts import (
     END,
     FinishPart,
     Part,
@@ -124,10 +128,6 @@ from .._parts import (
     UsagePart,
     WarningPart,
 )
-from .._profile import AdapterProfile
-from .._redact import register_secret
-from .._request import GenerationRequest
-from .._settings import ProviderSettings
 from .._types import Generation, Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 

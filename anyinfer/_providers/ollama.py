@@ -24,12 +24,14 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .._adapter import DiscoveredModel, Health, HTTPAdapter
-from .._capabilities import ModelCapabilities
-from .._errormap import ErrorKind
+from .._adapters.base import DiscoveredModel, Health, HTTPAdapter
+from .._adapters.errormap import ErrorKind
+from .._adapters.profile import AdapterProfile
 from .._errors import AnyInferError, ConfigError, ProtocolError, ProviderError
+from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ImageContent, Message
-from .._parts import (
+from .._request import GenerationRequest, ReasoningEffort
+from .._stream.parts import (
     END,
     EndPart,
     FinishPart,
@@ -42,8 +44,6 @@ from .._parts import (
     UsagePart,
     WarningPart,
 )
-from .._profile import AdapterProfile
-from .._request import GenerationRequest, ReasoningEffort
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 

@@ -12,11 +12,13 @@ import json
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from .._adapter import DiscoveredModel, HTTPAdapter
-from .._capabilities import ModelCapabilities
-from .._errormap import error_fields
+from .._adapters.base import DiscoveredModel, HTTPAdapter
+from .._adapters.errormap import error_fields
+from .._adapters.profile import AdapterProfile
+from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ImageContent, Message, TextContent
-from .._parts import (
+from .._request import GenerationRequest
+from .._stream.parts import (
     END,
     FinishPart,
     Part,
@@ -26,8 +28,6 @@ from .._parts import (
     ToolCallPart,
     UsagePart,
 )
-from .._profile import AdapterProfile
-from .._request import GenerationRequest
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 

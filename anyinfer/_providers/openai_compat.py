@@ -38,14 +38,14 @@ from typing import Any, ClassVar, Literal, get_args
 
 import httpx
 
-from .._adapter import POOL_OPTIONS, DiscoveredModel
-from .._capabilities import ModelCapabilities
+from .._adapters.base import POOL_OPTIONS, DiscoveredModel
+from .._adapters.profile import AdapterProfile
+from .._client.instance import base_url_env, resolve_base_url
 from .._errors import ConfigError, ProviderError, StreamError
-from .._instance import base_url_env, resolve_base_url
-from .._parts import END, Part, PhasesPart, RawPart, WarningPart
-from .._profile import AdapterProfile
+from .._knowledge.capabilities import ModelCapabilities
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
+from .._stream.parts import END, Part, PhasesPart, RawPart, WarningPart
 from ._wire import as_dict, as_list, opt_dict, opt_int
 from .openai_chat import OpenAIChatAdapter, RefusalWatch
 
@@ -276,7 +276,7 @@ def quirks_for(engine: str, options: Mapping[str, Any], provider: str = "") -> Q
 def configured_base_url(settings: ProviderSettings, default: str | None = None) -> str | None:
     """The base URL an HTTP adapter will use: settings, then the environment, then default.
 
-    The rule itself is `anyinfer._instance.resolve_base_url`; this name stays for adapters
+    The rule itself is `anyinfer._client.instance.resolve_base_url`; this name stays for adapters
     that import it."""
     return resolve_base_url(settings, default)
 

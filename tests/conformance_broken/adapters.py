@@ -240,7 +240,7 @@ class LineFeedOnlyFraming(OpenAIChatAdapter):
     """
 
     async def iter_sse(self, response: Any, request: Any = None) -> AsyncIterator[Any]:
-        from anyinfer._adapter import SSEEvent
+        from anyinfer._adapters.base import SSEEvent
 
         buf = b""
         async for chunk in self.iter_bytes(response, request):

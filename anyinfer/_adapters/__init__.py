@@ -1,0 +1,1 @@
+"""The adapter layer: the HTTP adapter template, error classification, profiles, the registry."""

@@ -1,0 +1,783 @@
+"""The adapter contract and the HTTP plumbing every HTTP adapter shares.
+
+An adapter translates: it builds the provider's HTTP request from a
+`GenerationRequest` and turns the response bytes into provider-neutral parts
+(`anyinfer._stream.parts`). It never times, orders or assembles anything — the core does that
+once for every adapter. What it must do:
+
+- drain the response to the protocol's terminal sentinel and then yield `EndPart`;
+  never stop at the finish reason (usage often trails it);
+- yield each usage report as a `UsagePart` the moment the wire carries it, so that a
+  failure later in the stream cannot lose it;
+- raise typed `AnyInferError`s (never a bare `KeyError`) for error statuses, error
+  frames and malformed bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import time
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import httpx
+
+from .._client.instance import base_url_env, resolve_base_url
+from .._errors import (
+    AnyInferError,
+    ConfigError,
+    PoolExhaustedError,
+    ProtocolError,
+    ProviderError,
+    ProviderTimeoutError,
+    ResponseTooLargeError,
+    StreamError,
+)
+from .._stream.parts import Part
+from .errormap import CODE_KINDS, ErrorKind, classify, message_and_code
+from .profile import AdapterProfile
+
+if TYPE_CHECKING:
+    from .._messages import Message
+    from .._types import Generation
+from .._request import GenerationRequest
+from .._settings import ProviderSettings
+
+__all__ = [
+    "Adapter",
+    "DiscoveredModel",
+    "Health",
+    "HTTPAdapter",
+    "SSEEvent",
+]
+
+_ERROR_BODY_LIMIT = 64 * 1024
+_DECODE_PIECE = 64 * 1024
+"""Most decoded bytes one decompression step yields, so a compressed body's size is
+checked against `max_response_bytes` as it expands, not after (a decompression bomb)."""
+_ACCEPT_ENCODING = "gzip, deflate"
+"""The encodings the adapters ask for: the ones `HTTPAdapter` decodes incrementally."""
+DEFAULT_MAX_CONNECTIONS = 100
+"""Connections one provider instance's pool holds by default (the provider option
+`max_connections` overrides it)."""
+POOL_OPTIONS = frozenset({"max_connections"})
+"""`ProviderSettings.options` keys every HTTP adapter understands."""
+_decode_json = json.JSONDecoder().decode
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveredModel:
+    """A model a provider reports through its discovery endpoint.
+
+    Attributes:
+        provider: The provider instance that reported it.
+        id: The model name to use in a target.
+        context_window: Context length, when the provider reports it.
+        max_output_tokens: Output cap, when reported.
+        facts: Other capability facts the provider reported (`vision`, `tools`, …).
+        raw: The provider's entry as received.
+    """
+
+    provider: str
+    id: str
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """A provider's readiness, as probed.
+
+    Attributes:
+        provider: The provider instance probed.
+        ok: Whether it answered as ready.
+        latency_ms: How long the probe took.
+        detail: What went wrong, or a short note; redacted.
+        models: How many models it listed, when the probe lists models.
+    """
+
+    provider: str
+    ok: bool
+    latency_ms: float
+    detail: str = ""
+    models: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One server-sent event: its `event:` name (or `None`) and its `data:` bytes."""
+
+    event: str | None
+    data: bytes
+
+
+class Adapter(ABC):
+    """Base class of every provider adapter.
+
+    Subclasses set `provider_id` (and optionally `profile`, `default_base_url`,
+    `api_key_env`) and implement `generate`. Register third-party adapters under the
+    `anyinfer.adapters` entry-point group, or with `ProviderRegistry.register`.
+
+    `profile` (an `AdapterProfile`) declares the provider facts the core reads
+    without sending a request: aliases, conformance dialect, usage convention,
+    structured-output defaults and local engines. A subclass that sets none inherits
+    its parent's without the aliases. The older class attributes `aliases` and
+    `conformance_dialect`, when a class body sets them, are folded into its profile.
+
+    Attributes:
+        settings: The instance's settings, with the credential already resolved.
+    """
+
+    provider_id: ClassVar[str] = ""
+    profile: ClassVar[AdapterProfile] = AdapterProfile()
+    default_base_url: ClassVar[str | None] = None
+    api_key_env: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        profile = own.get("profile")
+        if not isinstance(profile, AdapterProfile):
+            profile = dataclasses.replace(cls.profile, aliases=())
+        legacy: dict[str, Any] = {}
+        if "aliases" in own:
+            legacy["aliases"] = tuple(own["aliases"])
+        if "conformance_dialect" in own:
+            legacy["conformance_dialect"] = own["conformance_dialect"] or None
+        cls.profile = dataclasses.replace(profile, **legacy) if legacy else profile
+
+    def __init__(self, settings: ProviderSettings) -> None:
+        self.settings = settings
+
+    @property
+    def instance_id(self) -> str:
+        """The provider instance this adapter serves."""
+        return self.settings.instance_id
+
+    @abstractmethod
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
+        """Send one request and yield its parts, ending with `EndPart`.
+
+        Args:
+            request: The attempt's request.
+
+        Returns:
+            An async iterator of parts.
+        """
+
+    def assistant_message(self, generation: Generation) -> Message:
+        """The assistant turn of `generation`, to continue the conversation with.
+
+        Protocols that need their native content sent back (Anthropic thinking
+        signatures, Gemini thought signatures) override this to carry it, from
+        `generation.raw`, in `Message.provider_data`.
+        """
+        from .._messages import Message
+
+        return Message.assistant(generation.text, generation.tool_calls)
+
+    async def models(self) -> Sequence[DiscoveredModel]:
+        """List the provider's models.
+
+        Raises:
+            ConfigError: If this adapter has no discovery endpoint.
+        """
+        raise ConfigError(f"{self.instance_id} has no model discovery", provider=self.instance_id)
+
+    async def health(self) -> Health:
+        """Probe readiness by listing models; never raises for a provider failure."""
+        start = time.monotonic()
+        try:
+            found = await self.models()
+        except AnyInferError as exc:
+            return Health(self.instance_id, False, _ms_since(start), exc.message)
+        return Health(self.instance_id, True, _ms_since(start), "", len(found))
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, nothing to release here
+        """Release connections."""
+
+
+def _max_connections(settings: ProviderSettings) -> int:
+    value = settings.options.get("max_connections", DEFAULT_MAX_CONNECTIONS)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            f"provider {settings.instance_id!r}: options['max_connections'] must be a "
+            f"positive integer, got {value!r}",
+            provider=settings.instance_id,
+        )
+    return value
+
+
+async def finish_uncancelled(aw: Awaitable[None]) -> None:
+    """Await `aw` to its end even if the current task is cancelled meanwhile.
+
+    A cancellation that arrives while `aw` runs is held back and re-raised once it is
+    done, so closing a response always completes: an httpx response whose close is
+    interrupted keeps its pool slot forever, and after `max_connections` such closes
+    every request waits for a slot that never comes free.
+
+    Args:
+        aw: The closing work (e.g. `response.aclose()`).
+    """
+    import asyncio
+
+    task = asyncio.ensure_future(aw)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    task.result()
+
+
+class _ClosingStream(httpx.AsyncByteStream):
+    """A response body whose `aclose` always runs to completion (`finish_uncancelled`)."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: httpx.AsyncByteStream) -> None:
+        self._inner = inner
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._inner.__aiter__()
+
+    async def aclose(self) -> None:
+        await finish_uncancelled(self._inner.aclose())
+
+
+class _ClosingTransport(httpx.AsyncBaseTransport):
+    """Wraps an adapter's transport so that releasing a response cannot be cut short."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if isinstance(response.stream, httpx.AsyncByteStream):
+            response.stream = _ClosingStream(response.stream)
+        return response
+
+    async def aclose(self) -> None:
+        await finish_uncancelled(self.inner.aclose())
+
+
+class _Inflate:
+    """One `gzip` or `deflate` layer of a body, expanding at most `_DECODE_PIECE` bytes
+    per step."""
+
+    __slots__ = ("_d", "_done", "_gzip", "_rest", "_sniff")
+
+    def __init__(self, encoding: str) -> None:
+        self._gzip = encoding != "deflate"
+        self._d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        # `deflate` is zlib-wrapped by the RFC but raw from some servers: its first two
+        # bytes decide, once they are here.
+        self._sniff = not self._gzip
+        self._done = False
+        self._rest = b""
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        if self._sniff:
+            data, self._rest = self._rest + data, b""
+            if len(data) < 2:
+                self._rest = data
+                return
+            self._sniff = False
+            cmf, flg = data[0], data[1]
+            zlib_wrapped = cmf & 0x0F == 8 and (cmf * 256 + flg) % 31 == 0
+            self._d = zlib.decompressobj(zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS)
+        while not self._done:
+            d = self._d
+            if d.eof:
+                # Past the end: another gzip member may follow; anything else is
+                # trailing bytes, dropped (never piled up).
+                data, self._rest = self._rest + data, b""
+                if len(data) < 2 and b"\x1f\x8b".startswith(data):
+                    self._rest = data  # too little to tell yet
+                    return
+                if not (self._gzip and data[:2] == b"\x1f\x8b"):
+                    self._done = True
+                    return
+                self._d = d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            out = d.decompress(data, _DECODE_PIECE)
+            data = d.unconsumed_tail
+            if out:
+                yield out
+            if d.eof:
+                self._rest = d.unused_data
+            elif not data and len(out) < _DECODE_PIECE:
+                return
+
+    def flush(self) -> bytes:
+        if self._sniff and self._rest:
+            raise zlib.error("the deflate body ended after one byte")
+        return b"" if self._done or self._d.eof else self._d.flush()
+
+
+def _through(layers: list[_Inflate], data: bytes) -> Iterator[bytes]:
+    if not layers:
+        yield data
+        return
+    first, rest = layers[0], layers[1:]
+    for piece in first.feed(data):
+        yield from _through(rest, piece)
+
+
+async def decoded_body(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's bytes, decoded from its `Content-Encoding` in bounded steps.
+
+    httpx decodes one network read at a time, whatever it expands to: a 2 KB read of a
+    `gzip, gzip` body can become gigabytes before anyone counts them. Here `gzip` and
+    `deflate` (in any number of layers) are inflated `_DECODE_PIECE` bytes at a time,
+    so a byte limit applied to what this yields bounds memory near that limit. Bodies
+    in other encodings (which AnyInfer does not ask for) are left to httpx.
+
+    Raises:
+        zlib.error: If the body does not decode.
+    """
+    try:
+        content = response.content  # already read (an `httpx.Response(content=...)`)
+    except httpx.ResponseNotRead:
+        pass
+    else:
+        if content:
+            yield content
+        return
+    names = [
+        v.strip().lower()
+        for v in response.headers.get_list("content-encoding", split_commas=True)
+        if v.strip() and v.strip().lower() != "identity"
+    ]
+    if not names:
+        async for chunk in response.aiter_raw():
+            yield chunk
+        return
+    if any(n not in ("gzip", "x-gzip", "deflate") for n in names):
+        async for chunk in response.aiter_bytes():
+            yield chunk
+        return
+    # The last encoding listed was applied last: it comes off first.
+    layers = [_Inflate(n) for n in reversed(names)]
+    async for chunk in response.aiter_raw():
+        for piece in _through(layers, chunk):
+            yield piece
+    for i, layer in enumerate(layers):
+        tail = layer.flush()
+        if tail:
+            for piece in _through(layers[i + 1 :], tail):
+                yield piece
+
+
+def _ms_since(start: float) -> float:
+    return (time.monotonic() - start) * 1000.0
+
+
+class HTTPAdapter(Adapter):
+    """An adapter speaking HTTP through one `httpx.AsyncClient`.
+
+    Provides sending with typed error mapping, byte-limited streaming reads,
+    server-sent-event and NDJSON framing, and a default error-body reader.
+    """
+
+    def __init__(self, settings: ProviderSettings) -> None:
+        super().__init__(settings)
+        base_url = resolve_base_url(settings, self.default_base_url)
+        if not base_url:
+            raise ConfigError(
+                f"provider {settings.instance_id!r} needs base_url (or "
+                f"{base_url_env(settings.instance_id)})",
+                provider=settings.instance_id,
+            )
+        self.base_url = base_url.rstrip("/")
+        timeout = httpx.Timeout(settings.timeout_s, connect=min(settings.timeout_s, 15.0))
+        self.max_connections = _max_connections(settings)
+        inner = settings.transport
+        if inner is None:
+            inner = httpx.AsyncHTTPTransport(
+                limits=httpx.Limits(
+                    max_connections=self.max_connections,
+                    max_keepalive_connections=min(20, self.max_connections),
+                ),
+                trust_env=False,
+            )
+        self.http = httpx.AsyncClient(
+            transport=_ClosingTransport(inner),
+            timeout=timeout,
+            headers={"accept-encoding": _ACCEPT_ENCODING, **self.default_headers()},
+            follow_redirects=False,
+            trust_env=False,
+        )
+
+    def default_headers(self) -> dict[str, str]:
+        """Headers sent on every request: auth plus `ProviderSettings.headers`."""
+        return dict(self.settings.headers)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client and its connections."""
+        await self.http.aclose()
+
+    # --- sending -------------------------------------------------------------------
+
+    def timeout_for(self, request: GenerationRequest | None) -> httpx.Timeout | None:
+        """The httpx timeout for a call, when it overrides the provider default."""
+        if request is None or request.timeout_s is None:
+            return None
+        t = request.timeout_s
+        return httpx.Timeout(t, connect=min(t, 15.0))
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        request: GenerationRequest | None = None,
+        phase: str = "generate",
+    ) -> httpx.Response:
+        """Send a request and return the streamed response once its status is OK.
+
+        Args:
+            method: HTTP method.
+            path: Path appended to the base URL (or an absolute URL).
+            json_body: Body, serialized as JSON.
+            params: Query parameters.
+            headers: Extra headers for this request.
+            request: The generation request, for its timeout.
+            phase: Lifecycle phase for errors.
+
+        Returns:
+            The open response; the caller must close it.
+
+        Raises:
+            ProviderError: A typed subclass for an error status or a transport failure.
+        """
+        url = path if path.startswith(("http://", "https://")) else self.base_url + path
+        content = None if json_body is None else json.dumps(json_body).encode()
+        hdrs = dict(headers or {})
+        if content is not None:
+            hdrs["content-type"] = "application/json"
+        timeout = self.timeout_for(request)
+        req = self.http.build_request(
+            method,
+            url,
+            content=content,
+            params=params,
+            headers=hdrs,
+            timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+        )
+        try:
+            response = await self.http.send(req, stream=True)
+        except httpx.PoolTimeout:
+            raise PoolExhaustedError(
+                f"{self.instance_id}: the connection pool is exhausted: all "
+                f"{self.max_connections} connections stayed busy until the timeout (raise the "
+                "provider option max_connections, or send fewer requests at once)",
+                max_connections=self.max_connections,
+                provider=self.instance_id,
+                phase=phase,
+            ) from None
+        except httpx.TimeoutException as exc:
+            kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "first_byte"
+            raise ProviderTimeoutError(
+                f"{self.instance_id}: {kind} timeout",
+                timeout_kind=kind,
+                provider=self.instance_id,
+                phase=phase,
+            ) from None
+        except httpx.ConnectError as exc:
+            raise ProviderError(
+                f"{self.instance_id}: cannot connect to {self.base_url}: {exc}",
+                provider=self.instance_id,
+                phase=phase,
+                retryable=True,
+            ) from None
+        except httpx.TransportError as exc:
+            raise StreamError(
+                f"{self.instance_id}: connection failed before the response: {exc!r}",
+                provider=self.instance_id,
+                phase=phase,
+            ) from None
+        if response.status_code >= 400:
+            try:
+                body = await self._read_limited(response, _ERROR_BODY_LIMIT)
+            finally:
+                await response.aclose()
+            raise self.error_from_response(response.status_code, response.headers, body, phase)
+        return response
+
+    async def _read_limited(self, response: httpx.Response, limit: int) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in decoded_body(response):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size >= limit:
+                    break
+        except (httpx.HTTPError, zlib.error):
+            pass  # an error body that breaks off is still worth what arrived
+        return b"".join(chunks)[:limit]
+
+    # --- reading -------------------------------------------------------------------
+
+    async def iter_bytes(
+        self, response: httpx.Response, request: GenerationRequest | None = None
+    ) -> AsyncIterator[bytes]:
+        """Yield the body's bytes, enforcing `max_response_bytes`, mapping failures.
+
+        Raises:
+            ResponseTooLargeError: If the body outgrows the request's byte limit.
+            ProviderTimeoutError: If the provider goes quiet past the read timeout.
+            StreamError: If the connection breaks.
+        """
+        limit = request.max_response_bytes if request is not None else None
+        seen = 0
+        try:
+            async for chunk in decoded_body(response):
+                if limit is not None:
+                    seen += len(chunk)
+                    if seen > limit:
+                        raise ResponseTooLargeError(
+                            f"{self.instance_id}: response exceeded max_response_bytes={limit}",
+                            provider=self.instance_id,
+                        )
+                yield chunk
+        except httpx.TimeoutException:
+            raise ProviderTimeoutError(
+                f"{self.instance_id}: the stream went idle past the read timeout",
+                timeout_kind="idle",
+                provider=self.instance_id,
+                phase="stream",
+            ) from None
+        except (httpx.DecodingError, zlib.error) as exc:
+            raise ProtocolError(
+                f"{self.instance_id}: the body does not decode as its Content-Encoding "
+                f"{response.headers.get('content-encoding')!r} says: {exc}",
+                provider=self.instance_id,
+            ) from None
+        except httpx.TransportError as exc:
+            raise StreamError(
+                f"{self.instance_id}: connection lost mid-response: {exc}",
+                provider=self.instance_id,
+            ) from None
+
+    async def drain(self, frames: AsyncIterator[Any], seconds: float = 0.05) -> None:
+        """Read what follows the protocol's end marker, for a moment, before closing.
+
+        A response closed before the end of its body makes httpx drop the connection
+        instead of returning it to the pool, so every stream would pay a new TCP (and
+        TLS) handshake. After the end marker the body's last bytes normally follow at
+        once; the wait is bounded, and nothing read here is used.
+
+        Args:
+            frames: The framing iterator (`iter_sse`, `iter_ndjson`) that produced the
+                end marker.
+            seconds: The longest wait.
+        """
+        import asyncio
+
+        async def read_rest() -> None:
+            with contextlib.suppress(TimeoutError, AnyInferError, httpx.HTTPError):
+                async with asyncio.timeout(seconds):
+                    async for _ in frames:
+                        pass
+
+        # In a task of its own: a cancellation of this one (the consumer leaving) must not
+        # land on top of the timeout's inside httpx's release of the connection, which
+        # would keep its pool slot for good. The consumer's cancellation waits `seconds`
+        # at most.
+        await finish_uncancelled(read_rest())
+
+    async def read_body(
+        self, response: httpx.Response, request: GenerationRequest | None = None
+    ) -> bytes:
+        """Read a whole (non-streamed) body under the same limits as `iter_bytes`."""
+        chunks = [chunk async for chunk in self.iter_bytes(response, request)]
+        return b"".join(chunks)
+
+    async def read_json(
+        self, response: httpx.Response, request: GenerationRequest | None = None
+    ) -> Any:
+        """Read and parse a JSON body.
+
+        Raises:
+            ProtocolError: If the body is not JSON.
+        """
+        body = await self.read_body(response, request)
+        return self.parse_json(body)
+
+    def parse_json(self, data: bytes | str) -> Any:
+        """Parse one JSON document, raising `ProtocolError` on malformed input."""
+        try:
+            # json.loads(bytes) sniffs the encoding of every document; providers send
+            # UTF-8, so decode once and skip json.loads' argument plumbing.
+            return _decode_json(data.decode() if isinstance(data, bytes) else data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ProtocolError(
+                f"{self.instance_id}: malformed JSON from the provider: {exc}",
+                provider=self.instance_id,
+            ) from None
+
+    async def iter_sse(
+        self, response: httpx.Response, request: GenerationRequest | None = None
+    ) -> AsyncIterator[SSEEvent]:
+        """Frame the body as server-sent events.
+
+        Framing works on bytes (a multi-byte UTF-8 character split across network reads
+        is reassembled before decoding), accepts `\\n`, `\\r\\n` and `\\r` line ends,
+        skips comment lines (`: keep-alive`), and drops an unterminated event at the end.
+        """
+        buf = b""
+        data: list[bytes] = []
+        event: str | None = None
+        # A read that ends in CR ends its line at once (an event must not wait for the
+        # next read, which may never come); an LF opening the next read is its pair.
+        after_cr = False
+        async for chunk in self.iter_bytes(response, request):
+            if after_cr and chunk:
+                after_cr = False
+                if chunk[:1] == b"\n":
+                    chunk = chunk[1:]
+            if b"\r" in chunk:
+                after_cr = chunk.endswith(b"\r")
+                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            buf = buf + chunk if buf else chunk
+            lines = buf.split(b"\n")
+            buf = lines.pop()
+            for line in lines:
+                if not line:
+                    if data:
+                        yield SSEEvent(event, data[0] if len(data) == 1 else b"\n".join(data))
+                        data = []
+                    event = None
+                elif line[0] == 58:  # b":" comment / keep-alive
+                    continue
+                else:
+                    name, _, value = line.partition(b":")
+                    if value[:1] == b" ":
+                        value = value[1:]
+                    if name == b"data":
+                        data.append(value)
+                    elif name == b"event":
+                        event = value.decode("utf-8", "replace")
+
+    async def iter_ndjson(
+        self, response: httpx.Response, request: GenerationRequest | None = None
+    ) -> AsyncIterator[Any]:
+        """Frame the body as newline-delimited JSON, yielding parsed objects.
+
+        Lines end at `\\n`, `\\r\\n` or a bare `\\r` (JSON text cannot hold a raw CR, so
+        any CR ends a line). Blank lines are skipped; a final line without a newline is
+        still parsed (some servers omit it).
+        """
+        buf = b""
+        async for chunk in self.iter_bytes(response, request):
+            buf = buf + chunk if buf else chunk
+            if b"\r" in buf:
+                buf = buf.replace(b"\r", b"\n")
+            lines = buf.split(b"\n")
+            buf = lines.pop()
+            for line in lines:
+                if line.strip():
+                    yield self.parse_json(line)
+        if buf.strip():
+            yield self.parse_json(buf)
+
+    # --- errors --------------------------------------------------------------------
+
+    error_code_keys: ClassVar[tuple[str, ...]] = ("code", "type", "status")
+    """Where this protocol's error objects keep their code, in order of preference (read
+    by `anyinfer._adapters.errormap.error_fields`)."""
+
+    def error_message(self, body: bytes) -> tuple[str, str | None]:
+        """Extract `(message, code)` from an error body; override per protocol."""
+        try:
+            payload = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return body.decode("utf-8", "replace").strip()[:500], None
+        return message_and_code(payload, self.error_code_keys)
+
+    cross_class_hints: ClassVar[frozenset[ErrorKind]] = frozenset()
+    """Kinds `error_hint` may report across the status class, for a server known to send
+    them under a generic status of the other class (Ollama answers 500 for a missing
+    model). Empty by default: a 5xx stays a retryable server error."""
+
+    def error_hint(self, code: str | None, message: str) -> ErrorKind | None:
+        """What the provider's error code or type means (`None`: it does not say).
+
+        The protocol's own hints; the classifier refines the status class with them
+        (and with keywords in the message) but never leaves it. Override to add a
+        protocol's codes, falling back to `super()` (the OpenAI-family `CODE_KINDS`).
+        """
+        return CODE_KINDS.get(code) if code else None
+
+    def error_from_response(
+        self, status: int, headers: httpx.Headers, body: bytes, phase: str = "generate"
+    ) -> ProviderError:
+        """Map an error status and body to a typed error."""
+        message, code = self.error_message(body)
+        return self.error_from_parts(
+            status, message, code, retry_after=parse_retry_after(headers), phase=phase
+        )
+
+    def error_from_parts(
+        self,
+        status: int | None,
+        message: str,
+        code: str | None,
+        *,
+        retry_after: float | None = None,
+        phase: str = "generate",
+    ) -> ProviderError:
+        """Map a status and a provider error code/message to a typed error.
+
+        Shared by error statuses and error frames inside a stream (`status=None`): the
+        status class first, then `error_hint` and message keywords within it
+        (`anyinfer._adapters.errormap.classify`).
+        """
+        return classify(
+            status,
+            message,
+            code,
+            hint=self.error_hint(code, message),
+            provider=self.instance_id,
+            cross_class=self.cross_class_hints,
+            retry_after=retry_after,
+            phase=phase,
+        )
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from `retry-after-ms` or `Retry-After` (seconds or HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    import email.utils
+
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -1,0 +1,1 @@
+"""The client: async and sync facades, instance configuration, routing, the attempt runner."""

@@ -1,0 +1,292 @@
+"""`Client`: the synchronous facade over one background event loop and an `AsyncClient`."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._errors import ConfigError
+from .._messages import MessagesInput
+from .._request import DEFAULT_MAX_ROUNDS, ReasoningEffort, Sampling, ToolChoice, ToolSpec
+from .._settings import ProviderSettings
+from .._stream.generation import SyncStream, _LoopThread
+from .._types import Generation, ResolvedTarget, Target
+from .aclient import AsyncClient
+from .credentials import ResolverChain
+from .route import Route
+
+if TYPE_CHECKING:
+    from .._adapters.base import DiscoveredModel, Health
+    from .._adapters.registry import ProviderRegistry
+    from .._knowledge.budget import ContextBudget, TokenEstimator
+    from .._knowledge.capabilities import ModelCapabilities
+    from .._knowledge.catalog import Catalog
+    from .._knowledge.pricing import PricingTable
+    from .._local.acquire import AcquisitionReport, ProgressSink
+    from .._local.catalog import CatalogView, Posture, VariantPrefs
+    from .._local.hardware import HardwareProfile
+    from .._local.store import ModelStore, RemovalReport, ResolvedModel, StoreEntry
+    from .._structured.output import Repair, SchemaSpec, SupportsJSONSchema
+    from .._telemetry import Observer
+
+__all__ = ["Client"]
+
+_T = TypeVar("_T")
+
+
+class Client:
+    """The synchronous inference client.
+
+    A thin facade: every method schedules work on one background event loop that owns
+    the real `AsyncClient`. Safe to call from multiple threads, and concurrent requests
+    still overlap on the loop. Arguments are identical to `AsyncClient`.
+
+    Every method restates its `AsyncClient` counterpart's signature, so type checkers and
+    IDEs see the real keywords, and forwards its arguments unchanged with
+    `_forwarded(locals())`: the facade holds no argument logic of its own.
+    """
+
+    def __init__(
+        self,
+        providers: Sequence[ProviderSettings] | None = None,
+        *,
+        registry: ProviderRegistry | None = None,
+        catalog: Catalog | None = None,
+        route: Route | None = None,
+        observers: Sequence[Observer] | None = None,
+        resolver: ResolverChain | None = None,
+        retain_raw: bool = False,
+        repair: Repair | None = None,
+        use_default_catalog: bool = True,
+        estimator: TokenEstimator | None = None,
+        context_gate: bool = True,
+        pricing_table: PricingTable | None = None,
+        capability_overrides: Mapping[str, ModelCapabilities] | None = None,
+        model_dir: Path | None = None,
+    ) -> None:
+        args = _forwarded(locals())
+        self._loop = _LoopThread()
+        try:
+            self._async = AsyncClient(**args)
+        except BaseException:
+            self._loop.stop()
+            raise
+        self._closed = False
+
+    def __enter__(self) -> Client:
+        """Enter a context that closes the client on exit."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the client on context exit."""
+        self.close()
+
+    def close(self) -> None:
+        """Close adapters, stop the background loop, and join its thread."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._loop.run_alone(self._async.aclose())
+        finally:
+            self._loop.stop()
+
+    def _call(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        if self._closed:
+            coro.close()
+            raise ConfigError("this client is closed")
+        result: _T = self._loop.run(coro)
+        return result
+
+    @property
+    def catalog(self) -> Catalog | None:
+        """The alias catalog in force, if any."""
+        return self._async.catalog
+
+    @property
+    def pricing_table(self) -> PricingTable:
+        """The pricing table behind `Usage.cost_usd`."""
+        return self._async.pricing_table
+
+    def subscribe(self, observer: Observer, *, payloads: bool = False) -> None:
+        """Register a telemetry observer. See `AsyncClient.subscribe`."""
+        self._async.subscribe(observer, payloads=payloads)
+
+    def unsubscribe(self, observer: Observer) -> None:
+        """Remove a telemetry observer."""
+        self._async.unsubscribe(observer)
+
+    def capabilities(self, target: Target) -> ModelCapabilities:
+        """What a target's model can do, with provenance. See `AsyncClient.capabilities`."""
+        return self._async.capabilities(target)
+
+    def budget(
+        self,
+        messages: MessagesInput,
+        *,
+        target: Target,
+        schema: SchemaSpec | SupportsJSONSchema | Mapping[str, Any] | None = None,
+        tools: Sequence[ToolSpec] = (),
+        sampling: Sampling | None = None,
+        output_reserve_tokens: int | None = None,
+    ) -> ContextBudget:
+        """Compute the context budget for a request without sending it.
+
+        Pure computation — runs directly on the calling thread. See `AsyncClient.budget`.
+        """
+        return self._async.budget(**_forwarded(locals()))
+
+    def models(self, provider_id: str) -> Sequence[DiscoveredModel]:
+        """List a provider's models. See `AsyncClient.models`."""
+        return self._call(self._async.models(provider_id))
+
+    def health(self, provider_id: str) -> Health:
+        """Probe a provider's readiness. See `AsyncClient.health`."""
+        return self._call(self._async.health(provider_id))
+
+    def resolve(self, target: Target) -> ResolvedTarget:
+        """Resolve a target string without issuing a request."""
+        return self._async.resolve(target)
+
+    @property
+    def model_store(self) -> ModelStore:
+        """The store acquired model weights live in."""
+        return self._async.model_store
+
+    def local_catalog(
+        self,
+        provider_id: str | None = None,
+        *,
+        hardware: HardwareProfile | None = None,
+        best_at: str | None = None,
+        posture: Posture = "balanced",
+    ) -> CatalogView:
+        """Browse the local model catalog. See `AsyncClient.local_catalog`."""
+        return self._call(
+            self._async.local_catalog(
+                provider_id, hardware=hardware, best_at=best_at, posture=posture
+            )
+        )
+
+    def acquire_model(
+        self,
+        model_id: str,
+        *,
+        engine: str | None = None,
+        variant_id: str | None = None,
+        hardware: HardwareProfile | None = None,
+        progress: ProgressSink | None = None,
+        prefs: VariantPrefs | None = None,
+        dry_run: bool = False,
+        token: str | None = None,
+    ) -> AcquisitionReport:
+        """Download a catalog model's weights. See `AsyncClient.acquire_model`.
+
+        The progress sink is invoked from the background loop thread, so it must not
+        block and must not call back into this client.
+        """
+        return self._call(self._async.acquire_model(**_forwarded(locals())))
+
+    def installed_models(self) -> Sequence[StoreEntry]:
+        """Every model acquired into this client's store."""
+        return self._call(self._async.installed_models())
+
+    def locate_model(
+        self,
+        model_id: str,
+        *,
+        variant_id: str | None = None,
+        engine: str | None = None,
+        verify: bool = False,
+    ) -> ResolvedModel | None:
+        """Find an acquired model on disk. See `AsyncClient.locate_model`."""
+        return self._call(self._async.locate_model(**_forwarded(locals())))
+
+    def remove_model(self, entry_id: str) -> RemovalReport:
+        """Delete an acquired model. See `AsyncClient.remove_model`."""
+        return self._call(self._async.remove_model(entry_id))
+
+    def generate(
+        self,
+        messages: MessagesInput,
+        *,
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        schema: SchemaSpec | SupportsJSONSchema | Mapping[str, Any] | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+        sampling: Sampling | None = None,
+        reasoning: ReasoningEffort | None = None,
+        timeout_s: float | None = None,
+        repair: Repair | None = None,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        max_response_bytes: int | None = None,
+    ) -> Generation:
+        """Generate a single result. See `AsyncClient.generate`."""
+        return self._call(self._async.generate(**_forwarded(locals())))
+
+    def run_tools(
+        self,
+        messages: MessagesInput,
+        *,
+        tools: Sequence[Any],
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        **kwargs: Any,
+    ) -> Generation:
+        """Generate, dispatching tools until the model answers.
+
+        See `AsyncClient.run_tools`. Sync tools run in worker threads; async tools run on
+        the client's background loop.
+        """
+        return self._call(self._async.run_tools(**_forwarded(locals())))
+
+    def stream(
+        self,
+        messages: MessagesInput,
+        *,
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        schema: SchemaSpec | SupportsJSONSchema | Mapping[str, Any] | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+        sampling: Sampling | None = None,
+        reasoning: ReasoningEffort | None = None,
+        timeout_s: float | None = None,
+        repair: Repair | None = None,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        max_response_bytes: int | None = None,
+    ) -> SyncStream:
+        """Start a streaming generation, returning a blocking iterator.
+
+        See `AsyncClient.stream`. Use the result as a context manager so that leaving the
+        block early cancels the in-flight request. Arguments are checked at once.
+        """
+        args = _forwarded(locals())
+        if self._closed:
+            raise ConfigError("this client is closed")
+        source = self._async.stream(**args)
+        return SyncStream(self._loop, lambda: source)
+
+
+def _forwarded(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A facade method's arguments, from its `locals()`, as keywords for the async method.
+
+    Called first thing in a `Client` method, so `arguments` holds only its parameters:
+    `self` is dropped and a `**kwargs` parameter is spread, so the async counterpart
+    receives exactly what the caller passed (every parameter but `self` is
+    keyword-passable, which `tests/client/test_signatures.py` checks against the spec).
+    """
+    forwarded = {k: v for k, v in arguments.items() if k not in ("self", "kwargs")}
+    forwarded.update(arguments.get("kwargs", {}))
+    return forwarded

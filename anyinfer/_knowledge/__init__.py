@@ -1,0 +1,1 @@
+"""Knowledge about models: capabilities, the alias catalog, pricing and context budgets."""

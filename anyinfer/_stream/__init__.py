@@ -1,0 +1,1 @@
+"""The provider-neutral event stream: parts, events, the attempt state machine, the handle."""

@@ -1,0 +1,253 @@
+"""The event core: one attempt, from adapter parts to ordered public events.
+
+This is the only place that emits `TimingMark`s, measures time, merges usage, assembles
+tool calls and decides whether an attempt succeeded. Every adapter feeds it the same
+provider-neutral parts, so the ordering guarantees hold by construction here and the
+conformance suite only has to prove that adapters feed it faithfully.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, cast
+
+from .._errors import AnyInferError, ProtocolError, ProviderTimeoutError, StreamError
+from .._redact import redact_value
+from .._types import FINISH_REASONS, FinishReason, ResolvedTarget, Timing, ToolCall, Usage
+from .events import ReasoningDelta, StreamEvent, TextDelta, TimingMark, ToolCallDelta, UsageUpdate
+from .parts import (
+    EndPart,
+    FinishPart,
+    Part,
+    PhasesPart,
+    RawPart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    UsagePart,
+    WarningPart,
+)
+
+__all__ = ["AttemptOutcome", "AttemptRun", "USAGE_MAY_BE_INCOMPLETE"]
+
+USAGE_MAY_BE_INCOMPLETE = (
+    "usage may be incomplete: the stream ended after the finish reason but before the "
+    "protocol's end marker"
+)
+
+
+@dataclass(slots=True)
+class _Slot:
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptOutcome:
+    """What a successful attempt produced, before routing adds its trail."""
+
+    text: str
+    reasoning: str
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: FinishReason
+    usage: Usage
+    timing: Timing
+    warnings: tuple[str, ...]
+    raw: Any | None
+
+
+class AttemptRun:
+    """Runs one attempt: turns an adapter's parts into events and an outcome.
+
+    Iterate `events()`; when it finishes without raising, `outcome` holds the result.
+    When it raises, `had_content`, `usage` and `timing()` describe how far it got.
+    """
+
+    def __init__(
+        self,
+        parts: AsyncIterator[Part],
+        target: ResolvedTarget,
+        *,
+        streamed: bool = True,
+        clock: Any = time.monotonic,
+    ) -> None:
+        self._parts = parts
+        self.target = target
+        self._streamed = streamed
+        self._clock = clock
+        self.started_at = 0.0
+        self._first_at: float | None = None
+        self._end_at: float | None = None
+        self.usage = Usage()
+        self.outcome: AttemptOutcome | None = None
+        self._phases: dict[str, float] = {}
+
+    @property
+    def had_content(self) -> bool:
+        """Whether any content delta was emitted."""
+        return self._first_at is not None
+
+    def timing(self) -> Timing:
+        """Timings measured so far (complete once the attempt has ended)."""
+        end = self._end_at if self._end_at is not None else self._clock()
+        first = self._first_at
+        first_ms = None if first is None else (first - self.started_at) * 1000.0
+        rate = None
+        out = self.usage.output_tokens
+        if first is not None and out is not None and end > first:
+            rate = out / (end - first)
+        return Timing(
+            started_at=self.started_at,
+            first_token_ms=first_ms,
+            total_ms=(end - self.started_at) * 1000.0,
+            output_tokens_per_s=rate,
+            phases=dict(self._phases),
+        )
+
+    async def events(self) -> AsyncGenerator[StreamEvent, None]:
+        """Yield the attempt's events; raise a typed error if the attempt fails."""
+        clock = self._clock
+        self.started_at = start = clock()
+        yield TimingMark("attempt_start", 0.0)
+        text: list[str] = []
+        reasoning: list[str] = []
+        slots: dict[int, _Slot] = {}
+        warnings: list[str] = []
+        raw: list[Any] = []
+        finish: str | None = None
+        ended = False
+        first = False
+        try:
+            async with aclosing(self._parts) as parts:  # type: ignore[type-var]
+                async for part in parts:
+                    cls = type(part)
+                    if cls is TextPart:
+                        t = cast(TextPart, part).text
+                        if not t:
+                            continue
+                        if not first:
+                            first = True
+                            self._first_at = now = clock()
+                            yield TimingMark("first_token", (now - start) * 1000.0)
+                        text.append(t)
+                        yield TextDelta(t)
+                    elif cls is UsagePart:
+                        u = cast(UsagePart, part).usage
+                        self.usage = self.usage.merge(u)
+                        yield UsageUpdate(u)
+                    elif cls is ToolCallPart:
+                        p = cast(ToolCallPart, part)
+                        if not first:
+                            first = True
+                            self._first_at = now = clock()
+                            yield TimingMark("first_token", (now - start) * 1000.0)
+                        slot = slots.get(p.index)
+                        if slot is None:
+                            slot = slots[p.index] = _Slot()
+                        if p.call_id and not slot.call_id:
+                            slot.call_id = p.call_id
+                        if p.name and not slot.name:
+                            slot.name = p.name
+                        slot.arguments += p.arguments_fragment
+                        yield ToolCallDelta(p.index, p.call_id, p.name, p.arguments_fragment)
+                    elif cls is ReasoningPart:
+                        r = cast(ReasoningPart, part).text
+                        if not r:
+                            continue
+                        if not first:
+                            first = True
+                            self._first_at = now = clock()
+                            yield TimingMark("first_token", (now - start) * 1000.0)
+                        reasoning.append(r)
+                        yield ReasoningDelta(r)
+                    elif cls is FinishPart:
+                        finish = cast(FinishPart, part).reason
+                    elif cls is EndPart:
+                        ended = True
+                        break
+                    elif cls is PhasesPart:
+                        self._phases.update(cast(PhasesPart, part).phases)
+                    elif cls is RawPart:
+                        raw.append(cast(RawPart, part).payload)
+                    elif cls is WarningPart:
+                        warnings.append(cast(WarningPart, part).text)
+                    else:
+                        raise ProtocolError(
+                            f"adapter yielded {part!r}, which is not a part",
+                            provider=self.target.provider,
+                        )
+        except (StreamError, ProviderTimeoutError) as exc:
+            # The trailing-usage rule: a break after the finish reason still completed.
+            if finish is None:
+                self._end_at = clock()
+                raise
+            warnings.append(f"{USAGE_MAY_BE_INCOMPLETE} ({type(exc).__name__})")
+        except AnyInferError:
+            self._end_at = clock()
+            raise
+        if not ended:
+            if finish is None:
+                self._end_at = clock()
+                raise StreamError(
+                    f"{self.target.provider}: the response ended before a finish reason",
+                    provider=self.target.provider,
+                )
+            if not any(w.startswith(USAGE_MAY_BE_INCOMPLETE) for w in warnings):
+                warnings.append(USAGE_MAY_BE_INCOMPLETE)
+        self._end_at = clock()
+        reason: FinishReason
+        if finish is None:
+            reason = "stop"
+        elif finish in FINISH_REASONS:
+            reason = cast(FinishReason, finish)
+        else:
+            reason = "other"
+        calls = _assemble_tool_calls(slots, warnings)
+        if raw:
+            kept: Any = redact_value(raw[0] if not self._streamed and len(raw) == 1 else raw)
+        else:
+            kept = None
+        self.outcome = AttemptOutcome(
+            text="".join(text),
+            reasoning="".join(reasoning),
+            tool_calls=calls,
+            finish_reason=reason,
+            usage=self.usage.normalized(),
+            timing=self.timing(),
+            warnings=tuple(warnings),
+            raw=kept,
+        )
+
+
+def _assemble_tool_calls(slots: dict[int, _Slot], warnings: list[str]) -> tuple[ToolCall, ...]:
+    calls: list[ToolCall] = []
+    for index in sorted(slots):
+        slot = slots[index]
+        call_id = slot.call_id or f"call_{index}"
+        name = slot.name or ""
+        text = slot.arguments.strip()
+        arguments: dict[str, Any]
+        if not text:
+            arguments = {}
+        else:
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict):
+                arguments = parsed
+            else:
+                arguments = {}
+                warnings.append(
+                    f"tool call {call_id} ({name or 'unnamed'}) had unparseable arguments; "
+                    "using {}"
+                )
+        if not name:
+            warnings.append(f"tool call {call_id} arrived without a tool name")
+        calls.append(ToolCall(call_id, name, arguments))
+    return tuple(calls)

@@ -1,0 +1,332 @@
+"""Stream handles: `AsyncStream` and its blocking twin `SyncStream`."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .._types import Generation
+from .events import StreamEnded, StreamEvent
+
+if TYPE_CHECKING:
+    import asyncio
+    import concurrent.futures
+
+__all__ = ["AsyncStream", "SyncStream"]
+
+
+class AsyncStream:
+    """An async iterator over stream events, with the final result attached.
+
+    Supports the three consumption shapes the design targets: iterate deltas, watch
+    for the first-token mark and then read the result, or ignore events and read the
+    result. Use it as an async context manager so that leaving the block early cancels
+    the in-flight request.
+    """
+
+    def __init__(self, source: AsyncIterator[StreamEvent]) -> None:
+        self._source = source
+        self._result: Generation | None = None
+        self._closed = False
+
+    @property
+    def result(self) -> Generation:
+        """The final result.
+
+        Raises:
+            RuntimeError: If the stream has not been fully consumed yet.
+        """
+        if self._result is None:
+            raise RuntimeError("the stream has not been consumed to completion")
+        return self._result
+
+    def __aiter__(self) -> AsyncStream:
+        """Iterate stream events."""
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        """Yield the next event, capturing the result when the stream ends."""
+        if self._closed:
+            raise StopAsyncIteration
+        event = await self._source.__anext__()
+        if type(event) is StreamEnded:
+            self._result = event.result
+        return event
+
+    async def __aenter__(self) -> AsyncStream:
+        """Enter a context that guarantees the stream is closed."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the underlying generator, cancelling any in-flight request."""
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the stream early, releasing the provider connection."""
+        self._closed = True
+        aclose = getattr(self._source, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    async def collect(self) -> Generation:
+        """Drain the stream and return the final result."""
+        async for _ in self:
+            pass
+        return self.result
+
+
+class _LoopThread:
+    """One event loop running forever on a daemon thread."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._main, name="anyinfer-loop", daemon=True)
+        self.thread.start()
+        self._ready.wait()
+
+    def _main(self) -> None:
+        import asyncio
+
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._ready.set)
+        self.loop.run_forever()
+
+    def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
+        """Schedule a coroutine on the loop."""
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Any) -> Any:
+        """Run a coroutine on the loop and wait for its result."""
+        if threading.current_thread() is self.thread:
+            coro.close()
+            raise RuntimeError("cannot call the sync Client from its own loop thread")
+        return self.submit(coro).result()
+
+    def stop(self) -> None:
+        """Cancel what is still running on the loop, stop it, and join the thread."""
+        if self.loop.is_closed():
+            return
+        if self.thread.is_alive():
+            with contextlib.suppress(Exception):
+                self.submit(self._drain()).result(timeout=10)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join()
+        self.loop.close()
+
+    async def _drain(self) -> None:
+        """Cancel every other task and finalize async generators, so none is destroyed
+        while pending when the loop closes."""
+        await self._cancel_others()
+        await self.loop.shutdown_asyncgens()
+
+    async def _cancel_others(self) -> None:
+        import asyncio
+
+        current = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks(self.loop) if t is not current]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def run_alone(self, coro: Any) -> Any:
+        """Cancel what is still running on the loop (open streams, calls from other
+        threads), then run `coro`: closing a client ends its open streams as cancelled
+        rather than with the errors of connections closed under them."""
+
+        if threading.current_thread() is self.thread:
+            coro.close()
+            raise RuntimeError("cannot call the sync Client from its own loop thread")
+
+        async def alone() -> Any:
+            await self._cancel_others()
+            return await coro
+
+        return self.run(alone())
+
+
+_DONE = object()
+
+
+class _Pump:
+    """The loop side of a `SyncStream`: runs the async stream and feeds the queue.
+
+    It holds no reference to its `SyncStream`, so a stream dropped without `close()` is
+    collected, and its finalizer cancels the pump instead of leaving the request running.
+    """
+
+    __slots__ = ("queue", "task")
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.task: asyncio.Task[Any] | None = None
+
+    async def run(self, factory: Callable[[], AsyncStream]) -> None:
+        import asyncio
+
+        self.task = asyncio.current_task()
+        put = self.queue.put
+        try:
+            stream = factory()
+            async with stream:
+                async for event in stream:
+                    put(event)
+        except BaseException as exc:  # delivered to the consuming thread
+            put(_Failure(exc))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            put(_DONE)
+
+    def cancel(self, future: concurrent.futures.Future[Any]) -> None:
+        """Cancel the pump (call on the loop thread)."""
+        if self.task is not None:
+            self.task.cancel()
+        else:
+            future.cancel()
+
+
+class SyncStream:
+    """A blocking iterator over stream events, fed from the background loop.
+
+    Use it as a context manager so an early exit cancels the underlying request instead
+    of leaving it running::
+
+        with client.stream(messages, target="ollama:qwen3:8b") as stream:
+            for event in stream:
+                ...
+            final = stream.result
+    """
+
+    def __init__(self, loop: _LoopThread, factory: Callable[[], AsyncStream]) -> None:
+        self._loop = loop
+        self._factory = factory
+        self._state = _Pump()
+        self._queue = self._state.queue
+        self._pump: concurrent.futures.Future[Any] | None = None
+        self._result: Generation | None = None
+        self._finished = False
+        self._closed = False
+
+    def _start(self) -> None:
+        if self._pump is None:
+            if self._loop.loop.is_closed():
+                from .._errors import ConfigError
+
+                self._finished = True
+                raise ConfigError("this stream's client is closed")
+            self._pump = self._loop.submit(self._state.run(self._factory))
+
+    @property
+    def result(self) -> Generation:
+        """The final result.
+
+        Raises:
+            RuntimeError: If the stream has not been consumed to completion.
+        """
+        if self._result is None:
+            raise RuntimeError("the stream has not been consumed to completion")
+        return self._result
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        """Iterate events as they arrive."""
+        return self
+
+    def __next__(self) -> StreamEvent:
+        """Block for the next event, re-raising loop-side exceptions here."""
+        if self._finished:
+            raise StopIteration
+        self._start()
+        item = self._queue.get()
+        if item is _DONE:
+            self._finished = True
+            raise StopIteration
+        if type(item) is _Failure:
+            self._finished = True
+            exc = item.exc
+            if _is_cancellation(exc):
+                if self._closed:  # close() from another thread: the stream just ends
+                    raise StopIteration
+                from .._errors import ConfigError
+
+                raise ConfigError("the client was closed while this stream was open") from None
+            raise exc
+        if type(item) is StreamEnded:
+            self._result = item.result
+        return item  # type: ignore[no-any-return]
+
+    def __enter__(self) -> SyncStream:
+        """Enter a context that cancels the request on exit."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the stream, cancelling it if it was not fully consumed."""
+        self.close()
+
+    def close(self) -> None:
+        """Cancel the underlying request and wait until it has released its connection.
+
+        Idempotent, and safe from another thread while one is iterating: that iteration
+        then simply ends.
+        """
+        self._finished = self._closed = True
+        pump = self._pump
+        if pump is None or pump.done():
+            return
+        loop = self._loop.loop
+        from concurrent.futures import CancelledError
+
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            loop.call_soon_threadsafe(self._state.cancel, pump)
+        # Cancellation is the point; a failure after close is moot.
+        with contextlib.suppress(CancelledError, Exception):
+            pump.result()
+
+    def __del__(self) -> None:
+        # Dropped without close(): cancel the request rather than let it run on.
+        pump = getattr(self, "_pump", None)
+        if pump is None or pump.done():
+            return
+        with contextlib.suppress(Exception):
+            loop = self._loop.loop
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self._state.cancel, pump)
+
+    def collect(self) -> Generation:
+        """Drain the stream and return the final result."""
+        for _ in self:
+            pass
+        return self.result
+
+
+class _Failure:
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    import asyncio
+    import concurrent.futures
+
+    return isinstance(exc, asyncio.CancelledError | concurrent.futures.CancelledError)

@@ -1,0 +1,119 @@
+"""Provider-neutral parts: what an adapter yields, and all it yields.
+
+Adapters translate wire bytes into these parts; the core turns them into the public
+`StreamEvent`s, times them, orders them and assembles the result. An adapter never emits
+events, never times anything, and never assembles tool calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._types import Usage
+
+__all__ = [
+    "EndPart",
+    "FinishPart",
+    "Part",
+    "PhasesPart",
+    "RawPart",
+    "ReasoningPart",
+    "TextPart",
+    "ToolCallPart",
+    "UsagePart",
+    "WarningPart",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    """Visible answer text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningPart:
+    """Reasoning/thinking text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallPart:
+    """A fragment of the tool call in slot `index`.
+
+    A protocol that delivers calls whole yields one part per call with the full JSON
+    arguments as the fragment.
+    """
+
+    index: int
+    call_id: str | None
+    name: str | None
+    arguments_fragment: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsagePart:
+    """A usage report, yielded as soon as the wire carries it."""
+
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class FinishPart:
+    """The provider's finish reason, mapped where the adapter knows the value.
+
+    Known values are `stop`, `length`, `tool_calls`, `content_filter` and `other`; any
+    other string is passed through and normalized to `other` by the core.
+    """
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PhasesPart:
+    """Provider-reported sub-timings in milliseconds (e.g. `prefill_ms`)."""
+
+    phases: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class RawPart:
+    """A provider-native payload, yielded only when the request asks to retain raw."""
+
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class WarningPart:
+    """A non-fatal notice for `Generation.warnings`."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class EndPart:
+    """The protocol's terminal sentinel arrived (`[DONE]`, `message_stop`, `done: true`).
+
+    Yielding it tells the core the response is complete; a response that ends without
+    it is truncated.
+    """
+
+
+Part = (
+    TextPart
+    | ReasoningPart
+    | ToolCallPart
+    | UsagePart
+    | FinishPart
+    | PhasesPart
+    | RawPart
+    | WarningPart
+    | EndPart
+)
+"""Anything an adapter yields."""
+
+END = EndPart()

@@ -1,0 +1,1 @@
+"""Structured output (schemas, the repair loop) and tools."""
