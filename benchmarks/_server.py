@@ -7,17 +7,26 @@ HTTP chunk per server-sent event, as an OpenAI-style server flushes them) or wit
 serving a request costs the server almost nothing: the benchmark measures the client.
 
 Routes (the chunk count rides in the path so that the same base URL works for
-`anyinfer` and for raw httpx)::
+`anyinfer` and for raw httpx; one route per built-in wire protocol)::
 
-    POST /n/<N>/v1/chat/completions   body {"stream": true, ...}  -> SSE stream of N chunks
-    POST /n/<N>/v1/chat/completions   body without stream         -> chat.completion JSON
+    POST /n/<N>/v1/chat/completions   OpenAI Chat: SSE of N chunks, or chat.completion JSON
+    POST /n/<N>/v1/responses          OpenAI Responses: SSE events, or a Response JSON
+    POST /n/<N>/v1/messages           Anthropic Messages: SSE events, or a Message JSON
+    POST /n/<N>/v1beta/models/<m>:streamGenerateContent?alt=sse   Gemini SSE chunks
+    POST /n/<N>/v1beta/models/<m>:generateContent                 Gemini whole JSON
+    POST /n/<N>/api/chat              Ollama: NDJSON lines, or one `done: true` object
+
+OpenAI Chat is rendered here by hand (as before). The other protocols are rendered by
+the conformance harness's dialects (`fakeservers.dialects`), the same real-shaped bytes
+the conformance suite serves: a `Script` of `N` text pieces (the same pieces as OpenAI
+Chat's) with usage placed where that provider puts it.
 
 Run it as a script: it prints ``PORT <number>`` on stdout once listening, and exits when
 its stdin closes (so it never outlives the benchmark that started it)::
 
     python benchmarks/_server.py [--port 0] [--framing chunked|length]
 
-`bench.py` imports `render_stream`, `render_completion` and `expected_text` from here so
+`bench.py` imports `expected_text` and `PROMPT_TOKENS` from here so
 that both sides check what they parsed against the same source.
 """
 
@@ -29,6 +38,8 @@ import json
 import os
 import sys
 import threading
+from pathlib import Path
+from typing import Any
 
 MODEL = "gpt-4o-mini-2024-07-18"
 COMPLETION_ID = "chatcmpl-B9mQz3xTkV8aLrP2sN7wYc4HdE1fJ"
@@ -176,6 +187,83 @@ def render_completion(n: int) -> bytes:
     return head % len(body) + body
 
 
+# --- the other protocols, rendered by the conformance harness's dialects ------------
+
+PROTOCOL_DIALECTS = {
+    "openai-responses": "openai-responses",
+    "anthropic": "anthropic-messages",
+    "gemini": "gemini",
+    "ollama": "ollama-chat",
+}
+"""Benchmark protocol name -> `fakeservers` dialect name."""
+
+
+def _dialect(protocol: str) -> Any:
+    try:
+        import fakeservers.dialects as dialects
+    except ImportError:  # run from a checkout without the harness installed
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        import fakeservers.dialects as dialects
+    return dialects.get_dialect(PROTOCOL_DIALECTS[protocol])
+
+
+def dialect_response(
+    protocol: str, n: int, streamed: bool
+) -> tuple[list[tuple[str, str]], list[bytes]]:
+    """The headers and frames a protocol's dialect renders for an `n`-piece answer.
+
+    Usage is `PROMPT_TOKENS` in and `2 * n` out, placed the way the provider places it
+    (the dialect profile's first, most usual placement: Gemini's running counts on every
+    chunk, Anthropic's provisional count in `message_start`, ...).
+    """
+    from fakeservers._script import Script, ScriptUsage, Text
+
+    dialect = _dialect(protocol)
+    script = Script(
+        pieces=tuple(Text(p) for p in pieces(n)),
+        usage=ScriptUsage(input_tokens=PROMPT_TOKENS, output_tokens=2 * n),
+        usage_placement=dialect.profile.usage_placements[0],
+        model=MODEL,
+    )
+    rendered = dialect.render(script, stream=streamed)
+    frames = [f.data for f in rendered.frames if f.data]  # Gemini's end "frame" is b""
+    return list(rendered.headers), frames
+
+
+def render_dialect(protocol: str, n: int, streamed: bool, framing: str) -> bytes:
+    """A whole HTTP response (head and body) for one protocol, streamed or not."""
+    headers, frames = dialect_response(protocol, n, streamed)
+    head = [b"HTTP/1.1 200 OK"] + [f"{k}: {v}".encode() for k, v in headers]
+    if streamed and framing == "chunked":
+        head.append(b"transfer-encoding: chunked")
+        body = b"".join(b"%x\r\n%s\r\n" % (len(f), f) for f in frames) + b"0\r\n\r\n"
+    else:
+        body = b"".join(frames)
+        head.append(b"content-length: %d" % len(body))
+    return b"\r\n".join(head) + b"\r\n\r\n" + body
+
+
+def route(rest: bytes, body: bytes) -> tuple[str, bool] | None:
+    """The protocol and streamed-ness a request asks for, from its path after `/n/<N>`."""
+    if rest.startswith(b"/v1beta/models/"):
+        if rest.endswith(b":streamGenerateContent"):
+            return "gemini", True
+        if rest.endswith(b":generateContent"):
+            return "gemini", False
+        return None
+    protocol = {
+        b"/v1/chat/completions": "openai-chat",
+        b"/v1/responses": "openai-responses",
+        b"/v1/messages": "anthropic",
+        b"/api/chat": "ollama",
+    }.get(rest)
+    if protocol is None:
+        return None
+    stream = json.loads(body).get("stream")
+    # Ollama streams unless told not to; the others only when asked.
+    return protocol, (stream is not False) if protocol == "ollama" else (stream is True)
+
+
 _NOT_FOUND = (
     b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: 9\r\n\r\nnot found"
 )
@@ -183,26 +271,34 @@ _BAD = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\
 
 
 class _Responses:
-    """Rendered responses, cached by (chunk count, streamed)."""
+    """Rendered responses, cached by (protocol, chunk count, streamed)."""
 
     def __init__(self, framing: str) -> None:
         self.framing = framing
-        self._cache: dict[tuple[int, bool], bytes] = {}
+        self._cache: dict[tuple[str, int, bool], bytes] = {}
 
     def get(self, path: bytes, body: bytes) -> bytes:
-        parts = path.split(b"?", 1)[0].split(b"/")
-        # b"", b"n", b"<N>", b"v1", b"chat", b"completions"
-        if len(parts) != 6 or parts[1] != b"n" or parts[3:] != [b"v1", b"chat", b"completions"]:
+        # /n/<N><rest>, rest being the protocol's own path
+        parts = path.split(b"?", 1)[0].split(b"/", 3)
+        if len(parts) != 4 or parts[0] != b"" or parts[1] != b"n":
             return _NOT_FOUND
         try:
             n = int(parts[2])
-            streamed = json.loads(body).get("stream") is True
+            routed = route(b"/" + parts[3], body)
         except ValueError:
             return _BAD
-        key = (n, streamed)
+        if routed is None:
+            return _NOT_FOUND
+        protocol, streamed = routed
+        key = (protocol, n, streamed)
         response = self._cache.get(key)
         if response is None:
-            response = render_stream(n, self.framing) if streamed else render_completion(n)
+            if protocol != "openai-chat":
+                response = render_dialect(protocol, n, streamed, self.framing)
+            elif streamed:
+                response = render_stream(n, self.framing)
+            else:
+                response = render_completion(n)
             self._cache[key] = response
         return response
 

@@ -45,7 +45,6 @@ from _server import expected_text
 
 HERE = Path(__file__).resolve().parent
 SERVER = HERE / "_server.py"
-TARGET = "openai:bench-model"
 API_KEY = "sk-bench-not-a-secret"
 PROMPT = "hi"
 
@@ -63,10 +62,11 @@ class Plan:
     conc_streams: int
     conc_chunks: int
     conc_reps: int
+    first_chunks: int = 100
 
 
 FULL = Plan(
-    import_reps=40,
+    import_reps=30,
     stream_chunks=2000,
     stream_reps=21,
     seq_requests=200,
@@ -87,6 +87,15 @@ QUICK = Plan(
     conc_chunks=100,
     conc_reps=1,
 )
+
+TARGETS: dict[str, float] = {
+    "chunk": 1.15,  # stream, per chunk
+    "request": 1.1,  # non-streaming, per request
+    "concurrent": 1.2,  # 200 concurrent streams, wall
+    "first": 1.1,  # import + first request, fresh interpreter
+    "rss": 1.3,  # 200 concurrent streams, peak RSS growth
+}
+"""The gated ratios (AnyInfer / raw httpx), per issue 15; the same on every protocol."""
 
 
 @dataclass(frozen=True)
@@ -144,9 +153,6 @@ class Server:
         self.port = int(line.split()[1])
         self.framing = framing
 
-    def base_url(self, chunks: int) -> str:
-        return f"http://127.0.0.1:{self.port}/n/{chunks}/v1"
-
     def stop(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
@@ -157,82 +163,299 @@ class Server:
             self.proc.wait()
 
 
-# --- the two sides -------------------------------------------------------------------
+# --- the protocols and the two sides -------------------------------------------------
+#
+# Each raw-httpx parser below is what a user writes for that wire without AnyInfer: read
+# the body line by line (httpx frames the lines), JSON-decode every event, keep the text
+# deltas and the usage. They are plain top-level functions with no helpers, so the
+# import-plus-first-request row can paste their source into a fresh interpreter.
 
 
-def body(stream: bool) -> dict[str, Any]:
-    """The JSON body AnyInfer's OpenAI adapter sends; raw httpx sends the same."""
-    doc: dict[str, Any] = {
-        "model": "bench-model",
-        "messages": [{"role": "user", "content": PROMPT}],
-    }
-    if stream:
-        doc["stream"] = True
-        doc["stream_options"] = {"include_usage": True}
-    return doc
+async def raw_sse_openai_chat(response: Any) -> tuple[str, int | None]:
+    """OpenAI Chat SSE: `data:` chunks with `choices[].delta.content`, then `[DONE]`."""
+    loads = json.loads
+    parts: list[str] = []
+    usage: dict[str, Any] | None = None
+    async for line in response.aiter_lines():
+        if not line.startswith("data: "):
+            continue
+        data = line[6:]
+        if data == "[DONE]":
+            break
+        chunk = loads(data)
+        for choice in chunk["choices"]:
+            content = choice["delta"].get("content")
+            if content:
+                parts.append(content)
+        if chunk.get("usage"):
+            usage = chunk["usage"]
+    return "".join(parts), (usage or {}).get("completion_tokens")
 
 
-def make_anyinfer(base_url: str) -> Any:
+async def raw_sse_openai_responses(response: Any) -> tuple[str, int | None]:
+    """OpenAI Responses SSE: typed events; text deltas, usage in `response.completed`."""
+    loads = json.loads
+    parts: list[str] = []
+    tokens: int | None = None
+    async for line in response.aiter_lines():
+        if not line.startswith("data: "):
+            continue
+        event = loads(line[6:])
+        kind = event["type"]
+        if kind == "response.output_text.delta":
+            parts.append(event["delta"])
+        elif kind == "response.completed":
+            tokens = event["response"]["usage"]["output_tokens"]
+            break
+    return "".join(parts), tokens
+
+
+async def raw_sse_anthropic(response: Any) -> tuple[str, int | None]:
+    """Anthropic Messages SSE: `content_block_delta` text, usage in `message_delta`."""
+    loads = json.loads
+    parts: list[str] = []
+    tokens: int | None = None
+    async for line in response.aiter_lines():
+        if not line.startswith("data: "):
+            continue
+        event = loads(line[6:])
+        kind = event["type"]
+        if kind == "content_block_delta":
+            delta = event["delta"]
+            if delta["type"] == "text_delta":
+                parts.append(delta["text"])
+        elif kind == "message_start":
+            tokens = event["message"]["usage"].get("output_tokens")
+        elif kind == "message_delta":
+            tokens = event["usage"]["output_tokens"]
+        elif kind == "message_stop":
+            break
+    return "".join(parts), tokens
+
+
+async def raw_sse_gemini(response: Any) -> tuple[str, int | None]:
+    """Gemini `alt=sse`: each chunk's candidate parts, running `usageMetadata` counts."""
+    loads = json.loads
+    parts: list[str] = []
+    tokens: int | None = None
+    async for line in response.aiter_lines():
+        if not line.startswith("data: "):
+            continue
+        chunk = loads(line[6:])
+        for candidate in chunk.get("candidates", ()):
+            for part in candidate["content"].get("parts", ()):
+                text = part.get("text")
+                if text:
+                    parts.append(text)
+        meta = chunk.get("usageMetadata")
+        if meta:
+            tokens = meta.get("candidatesTokenCount")
+    return "".join(parts), tokens
+
+
+async def raw_ndjson_ollama(response: Any) -> tuple[str, int | None]:
+    """Ollama NDJSON: one object a line, `message.content`, counts on `done: true`."""
+    loads = json.loads
+    parts: list[str] = []
+    tokens: int | None = None
+    async for line in response.aiter_lines():
+        if not line:
+            continue
+        obj = loads(line)
+        content = obj["message"].get("content")
+        if content:
+            parts.append(content)
+        if obj.get("done"):
+            tokens = obj.get("eval_count")
+            break
+    return "".join(parts), tokens
+
+
+def raw_whole_openai_chat(doc: Any) -> tuple[str, int | None]:
+    return doc["choices"][0]["message"]["content"], doc["usage"]["completion_tokens"]
+
+
+def raw_whole_openai_responses(doc: Any) -> tuple[str, int | None]:
+    text = "".join(
+        c["text"]
+        for item in doc["output"]
+        if item["type"] == "message"
+        for c in item["content"]
+        if c["type"] == "output_text"
+    )
+    return text, doc["usage"]["output_tokens"]
+
+
+def raw_whole_anthropic(doc: Any) -> tuple[str, int | None]:
+    text = "".join(b["text"] for b in doc["content"] if b["type"] == "text")
+    return text, doc["usage"]["output_tokens"]
+
+
+def raw_whole_gemini(doc: Any) -> tuple[str, int | None]:
+    text = "".join(p.get("text", "") for p in doc["candidates"][0]["content"]["parts"])
+    return text, doc["usageMetadata"]["candidatesTokenCount"]
+
+
+def raw_whole_ollama(doc: Any) -> tuple[str, int | None]:
+    return doc["message"]["content"], doc["eval_count"]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One built-in wire protocol: how each side talks to the fake server.
+
+    The raw side sends the same method, path, query, auth headers and JSON body as
+    AnyInfer's adapter does (checked by hand against the adapter's requests).
+    """
+
+    name: str
+    provider: str
+    base: str
+    stream_path: str
+    generate_path: str
+    headers: dict[str, str]
+    stream_body: dict[str, Any]
+    generate_body: dict[str, Any]
+    raw_stream: Callable[[Any], Awaitable[tuple[str, int | None]]]
+    raw_whole: Callable[[Any], tuple[str, int | None]]
+    stream_params: dict[str, str] | None = None
+
+    @property
+    def target(self) -> str:
+        return f"{self.provider}:bench-model"
+
+    def base_url(self, port: int, chunks: int) -> str:
+        return f"http://127.0.0.1:{port}/n/{chunks}{self.base}"
+
+
+_CHAT_MESSAGES = [{"role": "user", "content": PROMPT}]
+
+PROTOCOLS: dict[str, Protocol] = {
+    p.name: p
+    for p in (
+        Protocol(
+            "openai-chat",
+            "openai",
+            "/v1",
+            "/chat/completions",
+            "/chat/completions",
+            {"authorization": f"Bearer {API_KEY}"},
+            {
+                "model": "bench-model",
+                "messages": _CHAT_MESSAGES,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+            {"model": "bench-model", "messages": _CHAT_MESSAGES},
+            raw_sse_openai_chat,
+            raw_whole_openai_chat,
+        ),
+        Protocol(
+            "openai-responses",
+            "openai-responses",
+            "/v1",
+            "/responses",
+            "/responses",
+            {"authorization": f"Bearer {API_KEY}"},
+            {"model": "bench-model", "input": _CHAT_MESSAGES, "stream": True, "store": False},
+            {"model": "bench-model", "input": _CHAT_MESSAGES, "store": False},
+            raw_sse_openai_responses,
+            raw_whole_openai_responses,
+        ),
+        Protocol(
+            "anthropic",
+            "anthropic",
+            "/v1",
+            "/messages",
+            "/messages",
+            {"x-api-key": API_KEY, "anthropic-version": "2023-06-01"},
+            {
+                "model": "bench-model",
+                "messages": _CHAT_MESSAGES,
+                "max_tokens": 4096,
+                "stream": True,
+            },
+            {"model": "bench-model", "messages": _CHAT_MESSAGES, "max_tokens": 4096},
+            raw_sse_anthropic,
+            raw_whole_anthropic,
+        ),
+        Protocol(
+            "gemini",
+            "gemini",
+            "/v1beta",
+            "/models/bench-model:streamGenerateContent",
+            "/models/bench-model:generateContent",
+            {"x-goog-api-key": API_KEY},
+            {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]},
+            {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]},
+            raw_sse_gemini,
+            raw_whole_gemini,
+            stream_params={"alt": "sse"},
+        ),
+        Protocol(
+            "ollama",
+            "ollama",
+            "",
+            "/api/chat",
+            "/api/chat",
+            {"authorization": f"Bearer {API_KEY}"},
+            {"model": "bench-model", "messages": _CHAT_MESSAGES, "stream": True},
+            {"model": "bench-model", "messages": _CHAT_MESSAGES, "stream": False},
+            raw_ndjson_ollama,
+            raw_whole_ollama,
+        ),
+    )
+}
+"""Every built-in wire protocol. Azure OpenAI and the OpenAI-compatible presets speak
+OpenAI Chat's wire through the same adapter code path, so `openai-chat` stands for them."""
+
+
+def make_anyinfer(proto: Protocol, base_url: str) -> Any:
     import anyinfer as ai
 
-    settings = ai.ProviderSettings("openai", api_key=API_KEY, base_url=base_url)
+    settings = ai.ProviderSettings(proto.provider, api_key=API_KEY, base_url=base_url)
     return ai.AsyncClient([settings])
 
 
-def make_raw() -> Any:
+def make_raw(proto: Protocol) -> Any:
     import httpx
 
     # The same timeout and proxy settings AnyInfer's adapter uses, so only the library
     # layer differs.
     return httpx.AsyncClient(
         timeout=httpx.Timeout(120.0, connect=15.0),
-        headers={"authorization": f"Bearer {API_KEY}"},
+        headers=proto.headers,
         trust_env=False,
     )
 
 
-async def anyinfer_stream(client: Any) -> tuple[str, int | None]:
+async def anyinfer_stream(client: Any, proto: Protocol) -> tuple[str, int | None]:
     """Iterate every event, then read the result."""
-    async with client.stream(PROMPT, target=TARGET) as st:
+    async with client.stream(PROMPT, target=proto.target) as st:
         async for _ in st:
             pass
     result = st.result
     return result.text, result.usage.output_tokens
 
 
-async def raw_stream(http: Any, url: str, payload: dict[str, Any]) -> tuple[str, int | None]:
-    """What a raw httpx user writes: read lines, parse each data line, join content."""
-    loads = json.loads
-    parts: list[str] = []
-    usage: dict[str, Any] | None = None
-    async with http.stream("POST", url, json=payload) as response:
+async def raw_stream(http: Any, proto: Protocol, base: str) -> tuple[str, int | None]:
+    """What a raw httpx user writes: stream the body through the protocol's parser."""
+    async with http.stream(
+        "POST", base + proto.stream_path, json=proto.stream_body, params=proto.stream_params
+    ) as response:
         response.raise_for_status()
-        async for line in response.aiter_lines():
-            if not line.startswith("data: "):
-                continue
-            data = line[6:]
-            if data == "[DONE]":
-                break
-            chunk = loads(data)
-            for choice in chunk["choices"]:
-                content = choice["delta"].get("content")
-                if content:
-                    parts.append(content)
-            if chunk.get("usage"):
-                usage = chunk["usage"]
-    return "".join(parts), (usage or {}).get("completion_tokens")
+        return await proto.raw_stream(response)
 
 
-async def anyinfer_generate(client: Any) -> tuple[str, int | None]:
-    result = await client.generate(PROMPT, target=TARGET)
+async def anyinfer_generate(client: Any, proto: Protocol) -> tuple[str, int | None]:
+    result = await client.generate(PROMPT, target=proto.target)
     return result.text, result.usage.output_tokens
 
 
-async def raw_generate(http: Any, url: str, payload: dict[str, Any]) -> tuple[str, int | None]:
-    response = await http.post(url, json=payload)
+async def raw_generate(http: Any, proto: Protocol, base: str) -> tuple[str, int | None]:
+    response = await http.post(base + proto.generate_path, json=proto.generate_body)
     response.raise_for_status()
-    doc = response.json()
-    return doc["choices"][0]["message"]["content"], doc["usage"]["completion_tokens"]
+    return proto.raw_whole(response.json())
 
 
 def check(got: tuple[str, int | None], chunks: int, side: str) -> None:
@@ -256,14 +479,85 @@ def time_command(code: str) -> float:
     return time.perf_counter() - start
 
 
-def bench_imports(plan: Plan) -> list[Row]:
+_FIRST_ANYINFER = """
+import asyncio
+import anyinfer as ai
+
+async def main():
+    settings = ai.ProviderSettings({provider!r}, api_key={key!r}, base_url={base!r})
+    async with ai.AsyncClient([settings]) as client:
+        async with client.stream({prompt!r}, target={target!r}) as st:
+            async for _ in st:
+                pass
+    got = (st.result.text, st.result.usage.output_tokens)
+    assert got == {expected!r}, got
+
+asyncio.run(main())
+"""
+
+_FIRST_RAW = """
+import asyncio
+import json
+from typing import Any
+import httpx
+
+{parser}
+
+async def main():
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(120.0, connect=15.0), headers={headers!r}, trust_env=False
+    ) as http:
+        async with http.stream(
+            "POST", {url!r}, json={body!r}, params={params!r}
+        ) as response:
+            response.raise_for_status()
+            got = await {name}(response)
+    assert got == {expected!r}, got
+
+asyncio.run(main())
+"""
+
+
+def first_request_code(proto: Protocol, port: int, chunks: int) -> tuple[str, str]:
+    """Programs for a fresh interpreter: import, open a client, run one stream, check it.
+
+    The raw program pastes the very parser the in-process rows use (its source), so both
+    sides do the same work as everywhere else in this benchmark.
+    """
+    import inspect
+
+    base = proto.base_url(port, chunks)
+    expected = (expected_text(chunks), 2 * chunks)
+    ours = _FIRST_ANYINFER.format(
+        provider=proto.provider,
+        key=API_KEY,
+        base=base,
+        prompt=PROMPT,
+        target=proto.target,
+        expected=expected,
+    )
+    raw = _FIRST_RAW.format(
+        parser=inspect.getsource(proto.raw_stream),
+        headers=proto.headers,
+        url=base + proto.stream_path,
+        body=proto.stream_body,
+        params=proto.stream_params,
+        name=proto.raw_stream.__name__,
+        expected=expected,
+    )
+    return ours, raw
+
+
+def bench_imports(plan: Plan, server: Server, protocols: Sequence[Protocol]) -> list[Row]:
     commands = {
         "pass": "pass",
         "anyinfer": "import anyinfer",
         "httpx": "import httpx",
-        # What the first request imports on top (AnyInfer loads httpx lazily).
-        "anyinfer_http": "import anyinfer, anyinfer._providers.openai_chat, anyinfer._stream.core",
     }
+    for proto in protocols:
+        ours, raw = first_request_code(proto, server.port, plan.first_chunks)
+        commands[f"first:{proto.name}"] = ours
+        commands[f"raw:{proto.name}"] = raw
     for code in commands.values():  # warm the page cache and the bytecode
         time_command(code)
         time_command(code)
@@ -273,22 +567,26 @@ def bench_imports(plan: Plan) -> list[Row]:
             samples[key].append(time_command(code))
     med = {k: statistics.median(v) * 1000.0 for k, v in samples.items()}
     log(f"  interpreter start (python -c pass): {med['pass']:.1f} ms median")
-    return [
+    rows = [
         Row(
             "import (net of interpreter start)",
             "ms",
             med["anyinfer"] - med["pass"],
             med["httpx"] - med["pass"],
             1.5,
-        ),
-        Row(
-            "import incl. HTTP stack (first use)",
-            "ms",
-            med["anyinfer_http"] - med["pass"],
-            med["httpx"] - med["pass"],
-            None,
-        ),
+        )
     ]
+    for proto in protocols:
+        rows.append(
+            Row(
+                f"import + first request ({plan.first_chunks}-chunk stream) [{proto.name}]",
+                "ms",
+                med[f"first:{proto.name}"] - med["pass"],
+                med[f"raw:{proto.name}"] - med["pass"],
+                TARGETS["first"],
+            )
+        )
+    return rows
 
 
 # --- 2. and 3. in-process timings ----------------------------------------------------
@@ -341,43 +639,39 @@ def rows_from(name: str, xs: list[Sample], ys: list[Sample], target: float) -> l
     ]
 
 
-async def bench_streaming(server: Server, plan: Plan) -> list[Row]:
+async def bench_streaming(server: Server, plan: Plan, proto: Protocol) -> list[Row]:
     n = plan.stream_chunks
-    base = server.base_url(n)
-    url = base + "/chat/completions"
-    payload = body(stream=True)
-    async with make_anyinfer(base) as client, make_raw() as http:
+    base = proto.base_url(server.port, n)
+    async with make_anyinfer(proto, base) as client, make_raw(proto) as http:
 
         async def ours() -> Sample:
-            sample, got = await timed(lambda: anyinfer_stream(client), n)
+            sample, got = await timed(lambda: anyinfer_stream(client, proto), n)
             check(got, n, "anyinfer")
             return sample
 
         async def raw() -> Sample:
-            sample, got = await timed(lambda: raw_stream(http, url, payload), n)
+            sample, got = await timed(lambda: raw_stream(http, proto, base), n)
             check(got, n, "raw httpx")
             return sample
 
         xs, ys = await alternate(plan.stream_reps, ours, raw)
-    return rows_from(f"stream, per chunk ({n} chunks)", xs, ys, 1.5)
+    return rows_from(f"stream, per chunk ({n} chunks) [{proto.name}]", xs, ys, TARGETS["chunk"])
 
 
-async def bench_sequential(server: Server, plan: Plan) -> list[Row]:
+async def bench_sequential(server: Server, plan: Plan, proto: Protocol) -> list[Row]:
     n = plan.seq_chunks
     count = plan.seq_requests
-    base = server.base_url(n)
-    url = base + "/chat/completions"
-    payload = body(stream=False)
-    async with make_anyinfer(base) as client, make_raw() as http:
+    base = proto.base_url(server.port, n)
+    async with make_anyinfer(proto, base) as client, make_raw(proto) as http:
 
         async def ours_loop() -> tuple[str, int | None]:
             for _ in range(count):
-                got = await anyinfer_generate(client)
+                got = await anyinfer_generate(client, proto)
             return got
 
         async def raw_loop() -> tuple[str, int | None]:
             for _ in range(count):
-                got = await raw_generate(http, url, payload)
+                got = await raw_generate(http, proto, base)
             return got
 
         async def ours() -> Sample:
@@ -391,7 +685,8 @@ async def bench_sequential(server: Server, plan: Plan) -> list[Row]:
             return sample
 
         xs, ys = await alternate(plan.seq_reps, ours, raw)
-    return rows_from(f"non-streaming, per request ({count} sequential)", xs, ys, 1.3)
+    name = f"non-streaming, per request ({count} sequential) [{proto.name}]"
+    return rows_from(name, xs, ys, TARGETS["request"])
 
 
 # --- 4. concurrency, one fresh process per side --------------------------------------
@@ -434,25 +729,22 @@ def peak_rss_kib() -> float:
     return ru / 1024.0 if sys.platform == "darwin" else float(ru)  # macOS: bytes
 
 
-async def concurrency_worker(side: str, port: int, streams: int, chunks: int) -> dict[str, float]:
+async def concurrency_worker(
+    side: str, proto: Protocol, port: int, streams: int, chunks: int
+) -> dict[str, float]:
     """Run `streams` concurrent streams on one side; report wall time and peak RSS."""
     # Import everything either side needs before the baseline, so the RSS growth is the
     # concurrency's own (AnyInfer loads httpx and its adapter lazily, on first use).
     import httpx  # noqa: F401
 
-    if side == "anyinfer":
-        pass
-
-    base = f"http://127.0.0.1:{port}/n/{chunks}/v1"
-    url = base + "/chat/completions"
-    payload = body(stream=True)
-    client = make_anyinfer(base) if side == "anyinfer" else make_raw()
+    base = proto.base_url(port, chunks)
+    client = make_anyinfer(proto, base) if side == "anyinfer" else make_raw(proto)
     async with client:
 
         async def one() -> tuple[str, int | None]:
             if side == "anyinfer":
-                return await anyinfer_stream(client)
-            return await raw_stream(client, url, payload)
+                return await anyinfer_stream(client, proto)
+            return await raw_stream(client, proto, base)
 
         check(await one(), chunks, side)  # warm-up: lazy imports, first connection
         gc.collect()
@@ -468,13 +760,15 @@ async def concurrency_worker(side: str, port: int, streams: int, chunks: int) ->
     return {"wall_s": wall, "cpu_s": cpu, "baseline_kib": baseline, "peak_kib": peak}
 
 
-def run_worker(side: str, server: Server, plan: Plan) -> dict[str, float]:
+def run_worker(side: str, server: Server, plan: Plan, proto: Protocol) -> dict[str, float]:
     proc = subprocess.run(
         [
             sys.executable,
             str(Path(__file__).resolve()),
             "--worker",
             side,
+            "--protocol",
+            proto.name,
             "--port",
             str(server.port),
             "--streams",
@@ -491,12 +785,12 @@ def run_worker(side: str, server: Server, plan: Plan) -> dict[str, float]:
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
 
-def bench_concurrency(server: Server, plan: Plan) -> list[Row]:
+def bench_concurrency(server: Server, plan: Plan, proto: Protocol) -> list[Row]:
     runs: dict[str, list[dict[str, float]]] = {"anyinfer": [], "raw": []}
     for i in range(plan.conc_reps):
         order = ("anyinfer", "raw") if i % 2 == 0 else ("raw", "anyinfer")
         for side in order:
-            runs[side].append(run_worker(side, server, plan))
+            runs[side].append(run_worker(side, server, plan, proto))
 
     def med(side: str, key: Callable[[dict[str, float]], float]) -> float:
         return statistics.median(key(r) for r in runs[side])
@@ -513,31 +807,46 @@ def bench_concurrency(server: Server, plan: Plan) -> list[Row]:
     def base(r: dict[str, float]) -> float:
         return r["baseline_kib"] / 1024.0
 
-    label = f"{plan.conc_streams} concurrent streams x {plan.conc_chunks} chunks"
+    label = f"{plan.conc_streams} concurrent streams x {plan.conc_chunks} chunks [{proto.name}]"
     return [
-        Row("RSS after imports + one stream", "MiB", med("anyinfer", base), med("raw", base), None),
-        Row(f"{label}: wall", "ms", med("anyinfer", wall), med("raw", wall), 1.5),
+        Row(
+            f"RSS after imports + one stream [{proto.name}]",
+            "MiB",
+            med("anyinfer", base),
+            med("raw", base),
+            None,
+        ),
+        Row(f"{label}: wall", "ms", med("anyinfer", wall), med("raw", wall), TARGETS["concurrent"]),
         Row("  same, client CPU time", "ms", med("anyinfer", cpu), med("raw", cpu), None),
-        Row(f"{label}: peak RSS growth", "MiB", med("anyinfer", delta), med("raw", delta), 1.3),
+        Row(
+            "  same, peak RSS growth",
+            "MiB",
+            med("anyinfer", delta),
+            med("raw", delta),
+            TARGETS["rss"],
+        ),
     ]
 
 
 # --- profiling -----------------------------------------------------------------------
 
 
-async def profile_streaming(server: Server, chunks: int, reps: int, limit: int) -> None:
+async def profile_streaming(
+    server: Server, proto: Protocol, chunks: int, reps: int, limit: int
+) -> None:
     """Print the cProfile top functions of the AnyInfer streaming path."""
     import cProfile
     import pstats
 
-    base = server.base_url(chunks)
-    async with make_anyinfer(base) as client:
-        check(await anyinfer_stream(client), chunks, "anyinfer")
+    base = proto.base_url(server.port, chunks)
+    async with make_anyinfer(proto, base) as client:
+        check(await anyinfer_stream(client, proto), chunks, "anyinfer")
         profiler = cProfile.Profile()
         profiler.enable()
         for _ in range(reps):
-            await anyinfer_stream(client)
+            await anyinfer_stream(client, proto)
         profiler.disable()
+    print(f"===== {proto.name}: {reps} streams of {chunks} chunks")
     stats = pstats.Stats(profiler, stream=sys.stdout)
     stats.sort_stats("tottime").print_stats(limit)
     stats.sort_stats("cumulative").print_stats(limit)
@@ -558,7 +867,7 @@ def print_table(rows: Sequence[Row]) -> None:
             fmt(r.anyinfer, r.unit),
             fmt(r.raw, r.unit),
             f"{r.ratio:.2f}x",
-            "-" if r.target is None else f"<= {r.target:.1f}x",
+            "-" if r.target is None else f"<= {r.target:.2f}x",
             r.verdict,
         )
         for r in rows
@@ -575,7 +884,7 @@ def print_table(rows: Sequence[Row]) -> None:
         print(line(t))
 
 
-def describe_env(server: Server, plan: Plan, quick: bool) -> str:
+def describe_env(server: Server, plan: Plan, quick: bool, protocols: Sequence[Protocol]) -> str:
     import httpx
 
     import anyinfer
@@ -593,7 +902,9 @@ def describe_env(server: Server, plan: Plan, quick: bool) -> str:
         f"mode: {'quick' if quick else 'full'} | python {platform.python_version()} | "
         f"httpx {httpx.__version__} | anyinfer from {where} | cpus {cpus} | "
         f"framing {server.framing} | load average {load:.2f}\n"
-        f"imports x{plan.import_reps}; stream {plan.stream_chunks} chunks x{plan.stream_reps}; "
+        f"protocols: {', '.join(p.name for p in protocols)}\n"
+        f"imports + first request x{plan.import_reps}; "
+        f"stream {plan.stream_chunks} chunks x{plan.stream_reps}; "
         f"sequential {plan.seq_requests} requests x{plan.seq_reps}; "
         f"concurrency {plan.conc_streams}x{plan.conc_chunks} chunks x{plan.conc_reps} per side"
         f"{warning}"
@@ -619,14 +930,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="cProfile the AnyInfer streaming path instead"
     )
+    parser.add_argument(
+        "--protocol",
+        choices=tuple(PROTOCOLS),
+        action="append",
+        help="measure only these wire protocols (repeatable; default: all five)",
+    )
     parser.add_argument("--worker", choices=("anyinfer", "raw"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--streams", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--chunks", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    protocols = [PROTOCOLS[name] for name in (args.protocol or PROTOCOLS)]
 
     if args.worker:
-        result = asyncio.run(concurrency_worker(args.worker, args.port, args.streams, args.chunks))
+        result = asyncio.run(
+            concurrency_worker(args.worker, protocols[0], args.port, args.streams, args.chunks)
+        )
         print(json.dumps(result))
         return 0
 
@@ -635,24 +955,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = Server(args.framing)
     try:
         if args.profile:
-            asyncio.run(profile_streaming(server, plan.stream_chunks, 5, 30))
+            for proto in protocols:
+                asyncio.run(profile_streaming(server, proto, plan.stream_chunks, 5, 30))
             return 0
-        header = describe_env(server, plan, args.quick)
+        header = describe_env(server, plan, args.quick, protocols)
         log(header)
         started = time.perf_counter()
         rows: list[Row] = []
         if "imports" in only:
-            log("1/4 import time (fresh interpreters)...")
-            rows += bench_imports(plan)
+            log("1/4 import time, import + first request (fresh interpreters)...")
+            rows += bench_imports(plan, server, protocols)
         if "stream" in only:
-            log("2/4 streaming...")
-            rows += asyncio.run(bench_streaming(server, plan))
+            for proto in protocols:
+                log(f"2/4 streaming [{proto.name}]...")
+                rows += asyncio.run(bench_streaming(server, plan, proto))
         if "sequential" in only:
-            log("3/4 sequential non-streaming requests...")
-            rows += asyncio.run(bench_sequential(server, plan))
+            for proto in protocols:
+                log(f"3/4 sequential non-streaming requests [{proto.name}]...")
+                rows += asyncio.run(bench_sequential(server, plan, proto))
         if "concurrency" in only:
-            log("4/4 concurrent streams (fresh process per side)...")
-            rows += bench_concurrency(server, plan)
+            for proto in protocols:
+                log(f"4/4 concurrent streams (fresh process per side) [{proto.name}]...")
+                rows += bench_concurrency(server, plan, proto)
         log(f"done in {time.perf_counter() - started:.0f} s\n")
     finally:
         server.stop()
