@@ -138,7 +138,7 @@ class AttemptRun:
                         yield TextDelta(t)
                     elif cls is UsagePart:
                         u = cast(UsagePart, part).usage
-                        self.usage = self.usage.merge(u)
+                        self.usage = _merge_usage(self.usage, u)
                         yield UsageUpdate(u)
                     elif cls is ToolCallPart:
                         p = cast(ToolCallPart, part)
@@ -222,6 +222,41 @@ class AttemptRun:
             warnings=tuple(warnings),
             raw=kept,
         )
+
+
+def _merge_usage(old: Usage, new: Usage) -> Usage:
+    """`old.merge(new)`, without the generic dataclass walk: it runs once per usage report.
+
+    Providers with running counts (Gemini's `usageMetadata` on every chunk) report usage
+    once per chunk, and each later report usually carries every field the earlier ones
+    did, so the common answer is `new` itself and nothing is built.
+    """
+    i, o, t = new.input_tokens, new.output_tokens, new.total_tokens
+    cr, cw, r, c = (
+        new.cache_read_tokens,
+        new.cache_write_tokens,
+        new.reasoning_tokens,
+        new.cost_usd,
+    )
+    if (
+        (i is not None or old.input_tokens is None)
+        and (o is not None or old.output_tokens is None)
+        and (t is not None or old.total_tokens is None)
+        and (cr is not None or old.cache_read_tokens is None)
+        and (cw is not None or old.cache_write_tokens is None)
+        and (r is not None or old.reasoning_tokens is None)
+        and (c is not None or old.cost_usd is None)
+    ):
+        return new  # every field old knows, new knows too: new wins them all
+    return Usage(
+        old.input_tokens if i is None else i,
+        old.output_tokens if o is None else o,
+        old.total_tokens if t is None else t,
+        old.cache_read_tokens if cr is None else cr,
+        old.cache_write_tokens if cw is None else cw,
+        old.reasoning_tokens if r is None else r,
+        old.cost_usd if c is None else c,
+    )
 
 
 def _assemble_tool_calls(slots: dict[int, _Slot], warnings: list[str]) -> tuple[ToolCall, ...]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Sequence
+from decimal import Decimal
 
 import pytest
 
 import anyinfer as ai
-from anyinfer._stream.core import USAGE_MAY_BE_INCOMPLETE, AttemptRun
+from anyinfer._stream.core import USAGE_MAY_BE_INCOMPLETE, AttemptRun, _merge_usage
 from anyinfer.adapters import (
     END,
     FinishPart,
@@ -122,6 +124,45 @@ def test_trailing_usage_is_merged_and_normalized() -> None:
     )
     assert attempt.outcome is not None
     assert attempt.outcome.usage == ai.Usage(10, 5, 15, 4)
+
+
+def _usage_with(names: Sequence[str], base: int) -> ai.Usage:
+    values: dict[str, object] = {}
+    for n, name in enumerate(names):
+        values[name] = Decimal(base + n) if name == "cost_usd" else base + n
+    return ai.Usage(**values)  # type: ignore[arg-type]
+
+
+def test_core_usage_merge_agrees_with_usage_merge_on_every_field_pattern() -> None:
+    # The core folds usage reports with its own fast merge; it must give exactly what
+    # Usage.merge gives for every pattern of known fields, and know every Usage field.
+    fields = [f.name for f in dataclasses.fields(ai.Usage)]
+    assert len(fields) == 7, "a new Usage field: teach anyinfer._stream.core._merge_usage"
+    patterns = [[name for bit, name in enumerate(fields) if mask >> bit & 1] for mask in range(128)]
+    for old_names in patterns:
+        old = _usage_with(old_names, 10)
+        for new_names in patterns:
+            new = _usage_with(new_names, 100)
+            assert _merge_usage(old, new) == old.merge(new), (old_names, new_names)
+
+
+def test_running_usage_reports_fold_to_the_last_known_values() -> None:
+    reports = [UsagePart(ai.Usage(input_tokens=7, output_tokens=n)) for n in range(1, 6)]
+    events, attempt = asyncio.run(
+        run(
+            [
+                UsagePart(ai.Usage(cache_read_tokens=3)),
+                *[p for r in reports for p in (TextPart("x"), r)],
+                FinishPart("stop"),
+                END,
+            ]
+        )
+    )
+    assert [e.usage for e in events if isinstance(e, ai.UsageUpdate)][1:] == [
+        r.usage for r in reports
+    ]
+    assert attempt.outcome is not None
+    assert attempt.outcome.usage == ai.Usage(7, 5, 12, 3)
 
 
 def test_end_after_finish_without_sentinel_succeeds_with_warning() -> None:
