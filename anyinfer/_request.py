@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._client.validate import need_int, need_number
 from ._errors import ConfigError
 from ._messages import Message
 
@@ -37,7 +38,7 @@ class Sampling:
         temperature: Sampling temperature.
         top_p: Nucleus sampling mass.
         max_output_tokens: Cap on generated tokens.
-        stop: Stop sequences.
+        stop: Stop sequences (a bare string is one sequence).
         seed: Seed, where the provider supports one.
         presence_penalty: Presence penalty, where supported.
         frequency_penalty: Frequency penalty, where supported.
@@ -52,11 +53,22 @@ class Sampling:
     frequency_penalty: float | None = None
 
     def __post_init__(self) -> None:
-        if self.max_output_tokens is not None and self.max_output_tokens <= 0:
-            raise ConfigError(f"max_output_tokens must be positive, got {self.max_output_tokens}")
+        for name in ("temperature", "top_p", "presence_penalty", "frequency_penalty"):
+            value = getattr(self, name)
+            if value is not None:
+                need_number(value, f"Sampling.{name}")
+        if self.seed is not None:
+            need_int(self.seed, "Sampling.seed")
+        if self.max_output_tokens is not None:
+            need_int(self.max_output_tokens, "Sampling.max_output_tokens", minimum=1)
         if self.temperature is not None and self.temperature < 0:
             raise ConfigError(f"temperature must not be negative, got {self.temperature}")
-        object.__setattr__(self, "stop", tuple(self.stop))
+        stop = (self.stop,) if isinstance(self.stop, str) else self.stop
+        if not isinstance(stop, tuple | list) or not all(isinstance(s, str) for s in stop):
+            raise ConfigError(
+                f"Sampling.stop must be a string or a sequence of strings, got {stop!r}"
+            )
+        object.__setattr__(self, "stop", tuple(stop))
 
     def wire_fields(self, names: Mapping[str, str | None]) -> tuple[dict[str, Any], list[str]]:
         """The controls that are set, under a protocol's own field names.

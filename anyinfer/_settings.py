@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._client.credentials import ResolverChain
+from ._client.validate import need_number, need_optional_str
 from ._errors import ConfigError
 from ._redact import MASK
 
@@ -58,8 +59,12 @@ class ProviderSettings:
             raise ConfigError("ProviderSettings.provider_id must be a non-empty string")
         if self.alias is not None and (":" in self.alias or not self.alias.strip()):
             raise ConfigError(f"provider alias {self.alias!r} must be non-empty without ':'")
-        if self.timeout_s <= 0:
-            raise ConfigError(f"timeout_s must be positive, got {self.timeout_s!r}")
+        need_number(self.timeout_s, "ProviderSettings.timeout_s", positive=True)
+        need_optional_str(self.api_key, "ProviderSettings.api_key", secret=True)
+        need_optional_str(self.base_url, "ProviderSettings.base_url")
+        need_optional_str(self.api_version, "ProviderSettings.api_version")
+        if not isinstance(self.headers, Mapping) or not isinstance(self.options, Mapping):
+            raise ConfigError("ProviderSettings.headers and .options must be mappings")
 
     def __repr__(self) -> str:
         key = MASK if self.api_key else None

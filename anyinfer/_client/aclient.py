@@ -39,6 +39,7 @@ from .credentials import ResolverChain
 from .health import Breakers
 from .instance import instance_config
 from .route import Route
+from .validate import check_budget_call, check_request, check_run_tools_call
 
 if TYPE_CHECKING:
     from .._adapters.base import Adapter, DiscoveredModel, Health
@@ -233,6 +234,7 @@ class AsyncClient:
             The computed `ContextBudget`. When the target's context window is unknown,
             the budget's verdict is `None` — never a guess.
         """
+        check_budget_call(**{k: v for k, v in locals().items() if k not in ("self", "messages")})
         from .._knowledge.budget import compute_budget
 
         rt = self.resolve(target)
@@ -630,6 +632,7 @@ class AsyncClient:
         Raises:
             ConfigError: For an invalid call.
         """
+        check_request(**{k: v for k, v in locals().items() if k not in ("self", "messages")})
         return AsyncStream(
             self._start(
                 messages,
@@ -1088,6 +1091,7 @@ class AsyncClient:
             AllTargetsFailedError: Every target failed.
             ProviderError: A failure after content was shown (no fallback then).
         """
+        check_request(**{k: v for k, v in locals().items() if k not in ("self", "messages")})
         source = self._start(
             messages,
             wire_stream=False,
@@ -1145,6 +1149,7 @@ class AsyncClient:
         """
         from .._structured.tools import coerce_tools, dispatch_all
 
+        check_run_tools_call(tools, max_rounds, {"target": target, "route": route, **kwargs})
         if max_rounds < 0:
             raise ConfigError(f"max_rounds must not be negative, got {max_rounds}")
         specs, runnable = coerce_tools(tools)

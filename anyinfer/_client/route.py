@@ -9,6 +9,7 @@ from typing import Literal
 
 from .._errors import AnyInferError, ConfigError
 from .._types import Target
+from .validate import need_int, need_number
 
 __all__ = ["Decision", "RetryPolicy", "Route", "default_decision"]
 
@@ -58,6 +59,9 @@ class RetryPolicy:
     max_retry_after_s: float = 30.0
 
     def __post_init__(self) -> None:
+        need_int(self.max_retries, "RetryPolicy.max_retries")
+        for name in ("backoff_base_s", "backoff_max_s", "jitter", "max_retry_after_s"):
+            need_number(getattr(self, name), f"RetryPolicy.{name}")
         if self.max_retries < 0:
             raise ConfigError("max_retries must not be negative")
         if self.backoff_base_s < 0 or self.backoff_max_s < 0:
@@ -126,6 +130,8 @@ class Route:
         items = _targets(targets)
         if not items:
             raise ConfigError("a Route needs at least one target")
+        need_int(breaker_threshold, "Route.breaker_threshold")
+        need_number(breaker_cooldown_s, "Route.breaker_cooldown_s")
         if breaker_threshold < 0 or breaker_cooldown_s < 0:
             raise ConfigError("breaker settings must not be negative")
         object.__setattr__(self, "targets", items)

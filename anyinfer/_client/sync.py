@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import warnings
+import weakref
 from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -74,6 +78,10 @@ class Client:
             self._loop.stop()
             raise
         self._closed = False
+        # A client dropped without close() still releases its thread and connections.
+        # The callback holds the loop and the async client, never `self`.
+        self._finalizer = weakref.finalize(self, _release_dropped, self._loop, self._async)
+        self._finalizer.atexit = False
 
     def __enter__(self) -> Client:
         """Enter a context that closes the client on exit."""
@@ -93,6 +101,7 @@ class Client:
         if self._closed:
             return
         self._closed = True
+        self._finalizer.detach()
         try:
             self._loop.run_alone(self._async.aclose())
         finally:
@@ -276,7 +285,36 @@ class Client:
         if self._closed:
             raise ConfigError("this client is closed")
         source = self._async.stream(**args)
-        return SyncStream(self._loop, lambda: source)
+        handle = SyncStream(self._loop, lambda: source)
+        handle._owner = self  # `client.stream(...)` on a temporary client keeps it alive
+        return handle
+
+
+def _release_dropped(loop: _LoopThread, client: AsyncClient) -> None:
+    """Finalizer of a `Client` collected without `close()`: warn, then close it.
+
+    Runs wherever the last reference died. On the loop's own thread (an async tool
+    dropping the last reference) it cannot wait for that loop, so a helper thread does
+    the closing.
+    """
+    warnings.warn(
+        "an anyinfer.Client was garbage-collected without close(); its loop thread and "
+        "connections were released now (use `with ai.Client(...)` or call close())",
+        ResourceWarning,
+        stacklevel=2,
+    )
+
+    def release() -> None:
+        try:
+            with contextlib.suppress(Exception):  # best effort: the loop stops regardless
+                loop.run_alone(client.aclose())
+        finally:
+            loop.stop()
+
+    if threading.current_thread() is loop.thread:
+        threading.Thread(target=release, name="anyinfer-release", daemon=True).start()
+    else:
+        release()
 
 
 def _forwarded(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -109,12 +109,73 @@ class _LoopThread:
 
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def run(self, coro: Any) -> Any:
-        """Run a coroutine on the loop and wait for its result."""
+    def check_caller(self, *, in_running_loop_ok: bool = False) -> None:
+        """Refuse a blocking call that could never complete.
+
+        On the loop's own thread (an async tool, an observer) the call would wait for
+        the loop it is blocking: a deadlock. In a thread running another event loop (a
+        coroutine calling the sync client) it would freeze that loop, and with it
+        anything the request needs from it.
+
+        Args:
+            in_running_loop_ok: Allow a thread running another loop (`close()`, which
+                needs nothing from the caller's loop and must always be possible).
+
+        Raises:
+            RuntimeError: On the loop's own thread.
+            ConfigError: In a thread with a running event loop: use `AsyncClient`.
+        """
+        import asyncio
+
         if threading.current_thread() is self.thread:
+            raise RuntimeError(
+                "cannot block on the sync Client from its own loop thread (an async tool "
+                "or an observer): it would deadlock; await the AsyncClient instead"
+            )
+        if not in_running_loop_ok and asyncio._get_running_loop() is not None:
+            from .._errors import ConfigError
+
+            raise ConfigError(
+                "the sync Client was called from a running event loop, which it would "
+                "block (and deadlock, if the request needs that loop); use "
+                "anyinfer.AsyncClient and await it there"
+            )
+
+    def run(self, coro: Any, *, in_running_loop_ok: bool = False) -> Any:
+        """Run a coroutine on the loop and wait for its result.
+
+        If the wait is interrupted (Ctrl-C: `KeyboardInterrupt`, or `SystemExit`), the
+        coroutine is cancelled on the loop and awaited, so its request and connection
+        are released before the interruption propagates.
+        """
+        try:
+            self.check_caller(in_running_loop_ok=in_running_loop_ok)
+        except BaseException:
             coro.close()
-            raise RuntimeError("cannot call the sync Client from its own loop thread")
-        return self.submit(coro).result()
+            raise
+        box: list[asyncio.Task[Any]] = []
+        future = self.submit(_tracked(coro, box))
+        try:
+            return future.result()
+        except BaseException:
+            if not future.done():
+                self.abandon(future, box)
+            raise
+
+    def abandon(self, future: concurrent.futures.Future[Any], box: list[Any]) -> None:
+        """Cancel a submitted call and wait (10 s at most) until it has unwound."""
+        import asyncio
+
+        async def cancel() -> None:
+            if not box:
+                future.cancel()
+                return
+            task = box[0]
+            task.cancel()
+            await asyncio.wait([task])
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(cancel(), self.loop).result(timeout=10)
 
     def stop(self) -> None:
         """Cancel what is still running on the loop, stop it, and join the thread."""
@@ -156,7 +217,15 @@ class _LoopThread:
             await self._cancel_others()
             return await coro
 
-        return self.run(alone())
+        return self.run(alone(), in_running_loop_ok=True)
+
+
+async def _tracked(coro: Any, box: list[Any]) -> Any:
+    """Run `coro`, leaving its task in `box` so that the caller can cancel and await it."""
+    import asyncio
+
+    box.append(asyncio.current_task())
+    return await coro
 
 
 _DONE = object()
@@ -221,9 +290,11 @@ class SyncStream:
         self._result: Generation | None = None
         self._finished = False
         self._closed = False
+        self._owner: Any = None  # the sync Client, kept alive while this stream is
 
     def _start(self) -> None:
         if self._pump is None:
+            self._loop.check_caller()
             if self._loop.loop.is_closed():
                 from .._errors import ConfigError
 
@@ -251,7 +322,14 @@ class SyncStream:
         if self._finished:
             raise StopIteration
         self._start()
-        item = self._queue.get()
+        q = self._queue
+        if q.empty():
+            self._loop.check_caller()
+        try:
+            item = q.get()
+        except BaseException:  # Ctrl-C while waiting: release the request first
+            self.close()
+            raise
         if item is _DONE:
             self._finished = True
             raise StopIteration
