@@ -142,8 +142,13 @@ def _plan_files(variant: Variant, token: str | None) -> tuple[list[PlannedFile],
         info = api.model_info(variant.repo, files_metadata=True)
     except HfHubHTTPError as exc:
         raise LocalRuntimeError(f"cannot list {variant.repo} on the hub: {exc}") from None
-    except OSError as exc:
-        raise LocalRuntimeError(f"cannot reach the hub for {variant.repo}: {exc}") from None
+    except Exception as exc:
+        # Unreachable: huggingface_hub 0.x raises requests' errors (OSError), 1.x and 2.x
+        # raise httpx's or httpx2's ConnectError/TimeoutException, which are not; every
+        # one of them means the listing failed.
+        raise LocalRuntimeError(
+            f"cannot reach the hub for {variant.repo}: {type(exc).__name__}: {exc}"
+        ) from None
     files: list[PlannedFile] = []
     for sibling in info.siblings or ():
         name = sibling.rfilename
