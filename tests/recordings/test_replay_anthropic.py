@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -76,20 +77,26 @@ def _one(name: str, index: int) -> Interaction:
 
 # --- expected values, straight from the recorded body --------------------------------------
 
-_FINISH = {
+# Our finish vocabulary for Anthropic's `stop_reason`, read from Anthropic's Messages API
+# reference ("stop_reason" of the Message object) and its "Handling stop reasons" guide,
+# not from the adapter:
+#   "end_turn": the model reached a natural stopping point      -> "stop"
+#   "stop_sequence": one of the custom stop sequences was hit    -> "stop"
+#   "max_tokens": the requested `max_tokens` was reached         -> "length"
+#   "tool_use": the model invoked one or more tools              -> "tool_calls"
+#   "refusal": streaming classifiers intervened (policy refusal) -> "content_filter"
+# "pause_turn" (a long server-tool turn paused, to be resumed by sending it back) has no
+# counterpart in our vocabulary, so DESIGN.md's "unknown finish reasons normalize to
+# 'other'" applies. A stop reason this test has not read the docs for fails the test
+# instead of silently expecting "other".
+_DOCUMENTED_STOP = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "max_tokens": "length",
     "tool_use": "tool_calls",
     "refusal": "content_filter",
 }
-
-_ANTHROPIC_USAGE = {
-    "input_tokens": "input_tokens",
-    "output_tokens": "output_tokens",
-    "cache_read_input_tokens": "cache_read_tokens",
-    "cache_creation_input_tokens": "cache_write_tokens",
-}
+_NO_COUNTERPART = {"pause_turn"}
 
 
 @dataclass
@@ -119,7 +126,10 @@ class Expected:
     def finish_reason(self) -> str:
         if self.stop_reason is None:
             return "stop"
-        return _FINISH.get(self.stop_reason, "other")
+        if self.stop_reason in _NO_COUNTERPART:
+            return "other"
+        assert self.stop_reason in _DOCUMENTED_STOP, f"undocumented {self.stop_reason!r}"
+        return _DOCUMENTED_STOP[self.stop_reason]
 
     def tool_calls(self) -> list[ai.ToolCall]:
         out = []
@@ -137,18 +147,37 @@ class Expected:
 
 
 def _fold_usage(exp: Expected, usage: dict[str, Any] | None) -> None:
+    """Read one `usage` object (of `message_start`'s message, or of `message_delta`).
+
+    Anthropic's Messages API reference, "usage": `input_tokens` (the input not read
+    from or written to the cache), `output_tokens`, `cache_read_input_tokens`,
+    `cache_creation_input_tokens`. Its streaming guide: the counts in `message_delta`'s
+    usage are cumulative, so a figure that arrives later replaces the earlier one.
+    Thinking tokens appear in these recordings as `output_tokens_details.thinking_tokens`
+    (a part of `output_tokens`).
+    """
     if not usage:
         return
     exp.usage_reports += 1
-    for wire, name in _ANTHROPIC_USAGE.items():
-        if isinstance(usage.get(wire), int):
-            exp.usage[name] = usage[wire]
+    if isinstance(usage.get("input_tokens"), int):
+        exp.usage["input_tokens"] = usage["input_tokens"]
+    if isinstance(usage.get("output_tokens"), int):
+        exp.usage["output_tokens"] = usage["output_tokens"]
+    if isinstance(usage.get("cache_read_input_tokens"), int):
+        exp.usage["cache_read_tokens"] = usage["cache_read_input_tokens"]
+    if isinstance(usage.get("cache_creation_input_tokens"), int):
+        exp.usage["cache_write_tokens"] = usage["cache_creation_input_tokens"]
     thinking = (usage.get("output_tokens_details") or {}).get("thinking_tokens")
     if isinstance(thinking, int):
         exp.usage["reasoning_tokens"] = thinking
 
 
 def _error_class(status: int | None, error_type: str, message: str) -> str:
+    """Our error class for an Anthropic error, from Anthropic's "Errors" page: each
+    `error.type` with its HTTP status (401 `authentication_error`, 403
+    `permission_error`, 404 `not_found_error`, 429 `rate_limit_error`, 529
+    `overloaded_error`); a too-long prompt is a 400 `invalid_request_error` whose
+    message says "prompt is too long"."""
     if "prompt is too long" in message.lower():
         return "ContextWindowError"
     by_type = {
@@ -411,6 +440,27 @@ def test_replay_split_reads_match_whole_body(item: Interaction) -> None:
         assert getattr(split.result, name) == getattr(whole.result, name), name
 
 
+def _with_distinct_cache_counts(item: Interaction) -> Interaction:
+    """The same recording with its zero cache counts rewritten to 3 (read) and 5 (write).
+
+    Every recording here reports both cache counts as 0, so a swapped or dropped cache
+    field would still match; distinct values make each field's reading observable.
+    """
+    body = re.sub(rb'("cache_read_input_tokens":\s*)0\b', rb"\g<1>3", item.response.body)
+    body = re.sub(rb'("cache_creation_input_tokens":\s*)0\b', rb"\g<1>5", body)
+    return replace(item, response=replace(item.response, body=body))
+
+
+@pytest.mark.parametrize("item", _params(STREAMED))
+def test_replay_reads_each_cache_count_from_its_own_field(item: Interaction) -> None:
+    changed = _with_distinct_cache_counts(item)
+    exp = expected_from(changed)
+    assert (exp.usage["cache_read_tokens"], exp.usage["cache_write_tokens"]) == (3, 5)
+    run = replay(changed)
+    assert run.result is not None, repr(run.error)
+    assert dataclasses.replace(run.result.usage, cost_usd=None) == exp.expected_usage()
+
+
 def _cut_before(item: Interaction, event: bytes) -> Interaction:
     body = item.response.body
     at = body.rfind(b"event: " + event)
@@ -460,7 +510,17 @@ def test_thinking_signatures_survive_in_raw(item: Interaction) -> None:
     exp = expected_from(item)
     run = replay(item)
     assert run.result is not None
-    blocks = content_blocks(run.result.raw)
+    # The raw payload is the recorded events themselves, read here without the adapter.
+    raw = run.result.raw
+    assert isinstance(raw, list)
+    kept_deltas = [
+        e["delta"]["signature"]
+        for e in raw
+        if e.get("type") == "content_block_delta" and e["delta"].get("type") == "signature_delta"
+    ]
+    assert "".join(kept_deltas) == "".join(exp.signatures)
+    # `content_blocks` (the adapter's public helper, under test here) rebuilds the blocks.
+    blocks = content_blocks(raw)
     kept = [b["signature"] for b in blocks if b["type"] == "thinking"]
     assert kept == exp.signatures
     thinking = "".join(b["thinking"] for b in blocks if b["type"] == "thinking")

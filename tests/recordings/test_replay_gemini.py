@@ -33,16 +33,28 @@ _WIRE_DIR, _WIRE_WHY = find_wire_dir()
 GEMINI = interactions(_WIRE_DIR, lambda i: i.protocol == "gemini") if _WIRE_DIR else []
 STREAMED = [i for i in GEMINI if i.request.wants_stream and i.response.status < 400]
 
-_CONTENT_FILTER = {
-    "SAFETY",
-    "RECITATION",
-    "BLOCKLIST",
-    "PROHIBITED_CONTENT",
-    "SPII",
-    "IMAGE_SAFETY",
-    "IMAGE_PROHIBITED_CONTENT",
-    "IMAGE_RECITATION",
+# Our finish vocabulary for a candidate's `finishReason`, read from the Gemini API
+# reference (`FinishReason` of `GenerateContentResponse`), not from the adapter:
+#   STOP: natural stop point of the model or a provided stop sequence -> "stop" (or
+#       "tool_calls" when the candidate holds `functionCall` parts: Gemini's function
+#       calling guide ends a call turn with STOP, it has no reason of its own)
+#   MAX_TOKENS: the maximum number of tokens in the request was reached -> "length"
+#   SAFETY, RECITATION, BLOCKLIST, PROHIBITED_CONTENT, SPII: the candidate was flagged
+#       for safety or recitation, holds forbidden terms, prohibited content or personal
+#       data -> "content_filter"
+#   LANGUAGE, OTHER, MALFORMED_FUNCTION_CALL: no counterpart -> "other"
+# A reason this test has not read the docs for fails the test instead of silently
+# expecting "other".
+_DOCUMENTED_FINISH = {
+    "MAX_TOKENS": "length",
+    **dict.fromkeys(
+        ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII"), "content_filter"
+    ),
+    **dict.fromkeys(("LANGUAGE", "OTHER", "MALFORMED_FUNCTION_CALL"), "other"),
 }
+# Google APIs' error model (`google.rpc.Code`, in the error body's `status`), as the Gemini
+# API troubleshooting page lists it: NOT_FOUND 404, UNAUTHENTICATED 401, PERMISSION_DENIED
+# 403 (a key without access), RESOURCE_EXHAUSTED 429 (rate limit), UNAVAILABLE 503.
 _STATUS_ERRORS: dict[str, type[ai.ProviderError]] = {
     "NOT_FOUND": ai.ModelNotFoundError,
     "UNAUTHENTICATED": ai.AuthenticationError,
@@ -91,11 +103,12 @@ class Expected:
     @property
     def finish_reason(self) -> str:
         raw = self.raw_finish
-        if raw is None or raw == "STOP":
-            return "tool_calls" if raw == "STOP" and self.calls else "stop"
-        if raw == "MAX_TOKENS":
-            return "length"
-        return "content_filter" if raw in _CONTENT_FILTER else "other"
+        if raw is None:
+            return "stop"
+        if raw == "STOP":
+            return "tool_calls" if self.calls else "stop"
+        assert raw in _DOCUMENTED_FINISH, f"undocumented finishReason {raw!r}"
+        return _DOCUMENTED_FINISH[raw]
 
     @property
     def succeeds(self) -> bool:
@@ -107,17 +120,30 @@ class Expected:
 
 
 def _usage(meta: dict[str, Any]) -> ai.Usage:
-    """`usageMetadata` as the adapter documents it: input = prompt (+ tool-use prompt),
-    output = candidates + thoughts, reasoning = thoughts, cache read = cached content."""
+    """One `usageMetadata` report, read from the Gemini API reference (`UsageMetadata`).
+
+    `promptTokenCount` is the whole prompt (cached content included, which
+    `cachedContentTokenCount` counts again on its own); `toolUsePromptTokenCount` is
+    the prompt the tools' results added; `candidatesTokenCount` the generated
+    candidates; `thoughtsTokenCount` a thinking model's thoughts; `totalTokenCount` the
+    sum of the four. In our terms the input is the prompt plus the tool-use prompt,
+    the output is everything generated (candidates and thoughts: a reasoning model's
+    output includes its reasoning, as OpenAI counts it), the reasoning is the thoughts.
+    """
 
     def count(*names: str) -> int | None:
         values = [meta[n] for n in names if n in meta]
         return sum(values) if values else None
 
+    input_tokens = count("promptTokenCount", "toolUsePromptTokenCount")
+    output_tokens = count("candidatesTokenCount", "thoughtsTokenCount")
+    total = meta.get("totalTokenCount")
+    if total is not None:  # the recording itself obeys the documented sum
+        assert total == (input_tokens or 0) + (output_tokens or 0), meta
     return ai.Usage(
-        input_tokens=count("promptTokenCount", "toolUsePromptTokenCount"),
-        output_tokens=count("candidatesTokenCount", "thoughtsTokenCount"),
-        total_tokens=meta.get("totalTokenCount"),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=total,
         cache_read_tokens=meta.get("cachedContentTokenCount"),
         reasoning_tokens=meta.get("thoughtsTokenCount"),
     )
@@ -267,8 +293,11 @@ def test_streamed_recordings(item: Interaction, split: int | None) -> None:
     _check_request(item, transport)
     _check_result(exp, result)
     _check_grammar(events, exp)
-    # Every chunk is kept raw, thought signatures included.
+    # Every chunk is kept raw, thought signatures included: the raw payload is the
+    # recorded chunks themselves (compared with this test's own parse of the body).
     assert isinstance(result.raw, list) and len(result.raw) == exp.chunks
+    assert result.raw == _chunks(item)[0]
+    # `content_parts` (the adapter's public helper, under test here) keeps every signature.
     kept = content_parts(result.raw)
     assert sum("thoughtSignature" in p for p in kept) == exp.signatures
     if exp.framing == "array":

@@ -68,12 +68,22 @@ def _params(items: list[Interaction], known_bugs: dict[str, str] | None = None) 
 
 # --- expected values, straight from the recorded body --------------------------------------
 
-_FINISH = {
+# Our finish vocabulary for a choice's `finish_reason`, read from OpenAI's Chat Completions
+# API reference (the chat completion object), not from the adapter:
+#   "stop": a natural stop point or a provided stop sequence   -> "stop"
+#   "length": the maximum number of tokens in the request       -> "length"
+#   "content_filter": content omitted by OpenAI's filters       -> "content_filter"
+#   "tool_calls": the model called a tool                       -> "tool_calls"
+#   "function_call": (deprecated) the model called a function   -> "tool_calls"
+# The compatible servers recorded here (Groq, OpenRouter, DeepSeek, Mistral, Hugging Face,
+# Ollama, Azure) send the same values. A value this test has not read the docs for fails
+# the test instead of silently expecting "other".
+_DOCUMENTED_FINISH = {
     "stop": "stop",
     "length": "length",
+    "content_filter": "content_filter",
     "tool_calls": "tool_calls",
     "function_call": "tool_calls",
-    "content_filter": "content_filter",
 }
 
 
@@ -107,6 +117,7 @@ class Expected:
     usage_reports: int = 0
     sentinel: bool = False
     error: ExpectedError | None = None
+    host: str = ""
 
     @property
     def has_content(self) -> bool:
@@ -117,7 +128,8 @@ class Expected:
         """The normalized finish reason (DESIGN.md, "Other normalizations")."""
         if self.raw_finish is None:
             return "stop"  # only reached when the sentinel arrived; see `outcome`
-        return _FINISH.get(self.raw_finish, "other")
+        assert self.raw_finish in _DOCUMENTED_FINISH, f"undocumented {self.raw_finish!r}"
+        return _DOCUMENTED_FINISH[self.raw_finish]
 
     def tool_calls(self) -> list[ai.ToolCall]:
         out = []
@@ -129,35 +141,51 @@ class Expected:
         return out
 
     def expected_usage(self) -> ai.Usage:
-        return _usage(self.usage) if self.usage else ai.Usage()
+        return _usage(self.usage, self.host) if self.usage else ai.Usage()
 
 
-def _usage(u: dict[str, Any]) -> ai.Usage:
-    """OpenAI-style usage, with the cache/reasoning fields each compatible server uses."""
-    prompt_details = u.get("prompt_tokens_details") or {}
-    completion_details = u.get("completion_tokens_details") or {}
-    cached = None
-    for value in (
-        prompt_details.get("cached_tokens"),  # OpenAI, OpenRouter, Groq
-        u.get("prompt_cache_hit_tokens"),  # DeepSeek
-        u.get("num_cached_tokens"),  # Mistral
-        u.get("cached_tokens"),  # Together (via Hugging Face)
-    ):
-        if value is not None:
-            cached = value
-            break
+def _usage(u: dict[str, Any], host: str) -> ai.Usage:
+    """One recorded `usage` object, read from each server's documentation.
+
+    OpenAI's API reference, the `usage` object: `prompt_tokens`, `completion_tokens`
+    (reasoning included), `total_tokens` (their sum), `prompt_tokens_details.cached_tokens`
+    and `completion_tokens_details.reasoning_tokens`; OpenRouter, Groq, Ollama and Azure
+    use the same fields. Cache hits elsewhere: DeepSeek's API docs ("context caching")
+    report `prompt_cache_hit_tokens` and `prompt_cache_miss_tokens`, which sum to
+    `prompt_tokens`; Mistral reports `num_cached_tokens` and Hugging Face's router a
+    top-level `cached_tokens` (both as recorded here).
+    """
+    prompt, completion = u.get("prompt_tokens"), u.get("completion_tokens")
+    if None not in (prompt, completion, u.get("total_tokens")):
+        assert u["total_tokens"] == prompt + completion, "the recording breaks OpenAI's sum"
+    cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if host == "api.deepseek.com":
+        cached = u["prompt_cache_hit_tokens"]
+        assert cached + u["prompt_cache_miss_tokens"] == prompt, "DeepSeek's documented sum"
+    elif host == "api.mistral.ai" and "num_cached_tokens" in u:
+        cached = u["num_cached_tokens"]
+    elif host == "router.huggingface.co" and "cached_tokens" in u:
+        cached = u["cached_tokens"]
     usage = ai.Usage(
-        input_tokens=u.get("prompt_tokens"),
-        output_tokens=u.get("completion_tokens"),
+        input_tokens=prompt,
+        output_tokens=completion,
         total_tokens=u.get("total_tokens"),
         cache_read_tokens=cached,
-        reasoning_tokens=completion_details.get("reasoning_tokens"),
+        reasoning_tokens=(u.get("completion_tokens_details") or {}).get("reasoning_tokens"),
     )
     return usage.normalized()
 
 
 def _read_message(exp: Expected, msg: dict[str, Any]) -> None:
-    """Fold one `delta` (or whole `message`) into the expectation."""
+    """Fold one `delta` (or whole `message`) into the expectation.
+
+    OpenAI's reference: `content` (text), `refusal` (text the model refused with),
+    `tool_calls[]` with `index`, `id`, `function.name` and `function.arguments` fragments
+    to concatenate per index. Reasoning text: `reasoning_content` (DeepSeek's "reasoning
+    model" docs, also Groq's parsed reasoning), `reasoning` (OpenRouter's reasoning-tokens
+    docs); Mistral's content is a list of `text` and `thinking` chunks (its
+    magistral/reasoning docs).
+    """
     for key in ("reasoning_content", "reasoning"):
         if isinstance(msg.get(key), str) and msg[key]:
             exp.reasoning += msg[key]
@@ -200,7 +228,12 @@ def _read_chunk(exp: Expected, chunk: dict[str, Any], key: str) -> None:
 
 
 def _error_type(status: int | None, code: Any, message: str) -> type[ai.AnyInferError]:
-    """The error class the recorded status and error body call for."""
+    """The error class the recorded status and error body call for.
+
+    OpenAI's "Error codes" guide: 401 invalid authentication, 403 unsupported region,
+    404 unknown model, 429 rate limit or quota, 503 overloaded; a prompt over the model's
+    window is a 400 with code `context_length_exceeded`.
+    """
     said = f"{code or ''} {message}".lower()
     if "context_length_exceeded" in said or "context length" in said:
         return ai.ContextWindowError
@@ -230,7 +263,7 @@ def _error_from(body: Any, status: int | None) -> ExpectedError:
 def expected_from(item: Interaction) -> Expected:
     """Everything the recorded response says, computed from its body alone."""
     resp = item.response
-    exp = Expected()
+    exp = Expected(host=item.request.url.host)
     if resp.status >= 400:
         exp.error = _error_from(resp.json, resp.status)
         return exp

@@ -35,7 +35,6 @@ from wire import (
 )
 
 import anyinfer as ai
-from anyinfer._providers.openai_compat import ENGINE_QUIRKS
 
 # Host -> engine preset. Anything else is the generic engine.
 ENGINES: dict[str, str] = {
@@ -101,9 +100,20 @@ def check_request(item: Interaction, sent: list[httpx.Request]) -> None:
     assert request.url.path == item.request.path
     body = json.loads(request.content)
     assert body.get("stream", False) is item.request.wants_stream
-    quirks = ENGINE_QUIRKS["azure-openai" if _is_azure(item) else engine_of(item)]
-    wants_usage = item.request.wants_stream and quirks.stream_usage
-    assert ("stream_options" in body) is wants_usage
+    if not item.request.wants_stream:
+        assert "stream_options" not in body
+    else:
+        # Judged from the recording, not the adapter's engine table: where the recorded
+        # client asked for the usage chunk (OpenAI's `stream_options.include_usage`), the
+        # server took it, and the adapter must ask too; where the adapter does not ask,
+        # the recorded stream (made without asking) must carry usage anyway, or fail
+        # before any could arrive.
+        recorded_asked = "stream_options" in (item.request.json or {})
+        if recorded_asked:
+            assert body.get("stream_options") == {"include_usage": True}
+        if "stream_options" not in body:
+            exp = expected_from(item)
+            assert exp.usage_reports or exp.error is not None, "usage would be lost"
     if _is_azure(item):
         assert request.url.params["api-version"] == item.request.url.params["api-version"]
         assert request.headers["api-key"] == "azure-replay-key"

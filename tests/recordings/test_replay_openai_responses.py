@@ -41,9 +41,15 @@ _WIRE_DIR, _WIRE_WHY = find_wire_dir()
 RESPONSES = interactions(_WIRE_DIR, lambda i: i.protocol == "openai_responses") if _WIRE_DIR else []
 STREAMED = [i for i in RESPONSES if i.request.wants_stream and i.response.status < 400]
 
+# OpenAI's Responses API reference ("Streaming events"): a stream ends with one of these,
+# carrying the whole Response.
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
-_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
-_SEPARATOR = "\n\n"  # the adapter's documented join between reasoning parts
+# Our finish vocabulary for an incomplete Response, from the same reference (the Response
+# object's `incomplete_details.reason`): "max_output_tokens" means the output hit the
+# requested token limit ("length"), "content_filter" that content was withheld by
+# OpenAI's filters ("content_filter"). A reason this test has not read the docs for fails
+# the test instead of silently expecting "other".
+_DOCUMENTED_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 
 def _params(items: list[Interaction]) -> list[Any]:
@@ -86,21 +92,29 @@ class Expected:
     error: ExpectedError | None = None
 
     @property
-    def reasoning(self) -> str:
-        return _SEPARATOR.join(t for t in self.reasoning_parts.values() if t)
+    def reasoning_texts(self) -> list[str]:
+        """The non-empty reasoning parts (summaries, reasoning text), in output order."""
+        return [t for t in self.reasoning_parts.values() if t]
 
     @property
     def has_content(self) -> bool:
-        return bool(self.text or self.reasoning or self.calls)
+        return bool(self.text or self.reasoning_texts or self.calls)
 
     @property
     def finish_reason(self) -> str:
+        # A completed Response has no finish reason of its own: its output says why it
+        # ended. `function_call` items: the model called tools; a `refusal` content part
+        # (the reference: the model refused to answer) is our "content_filter".
         if self.status == "completed":
             if self.calls:
                 return "tool_calls"
             return "content_filter" if self.refused else "stop"
         if self.status == "incomplete":
-            return _INCOMPLETE.get(self.incomplete_reason or "", "other")
+            reason = self.incomplete_reason
+            if reason is None:
+                return "other"
+            assert reason in _DOCUMENTED_INCOMPLETE, f"undocumented {reason!r}"
+            return _DOCUMENTED_INCOMPLETE[reason]
         return "other"
 
     def tool_calls(self) -> list[ai.ToolCall]:
@@ -112,9 +126,14 @@ class Expected:
         return out
 
     def expected_usage(self) -> ai.Usage:
+        """The Response's `usage`, read from the Responses API reference: `input_tokens`
+        (with `input_tokens_details.cached_tokens` among them), `output_tokens` (with
+        `output_tokens_details.reasoning_tokens` among them), `total_tokens` (the sum)."""
         if not self.usage:
             return ai.Usage()
         u = self.usage
+        if None not in (u.get("input_tokens"), u.get("output_tokens"), u.get("total_tokens")):
+            assert u["total_tokens"] == u["input_tokens"] + u["output_tokens"], u
         return ai.Usage(
             input_tokens=u.get("input_tokens"),
             output_tokens=u.get("output_tokens"),
@@ -122,6 +141,21 @@ class Expected:
             cache_read_tokens=(u.get("input_tokens_details") or {}).get("cached_tokens"),
             reasoning_tokens=(u.get("output_tokens_details") or {}).get("reasoning_tokens"),
         ).normalized()
+
+
+def check_reasoning(reasoning: str, parts: list[str]) -> None:
+    """`reasoning` is the recorded parts, in order, with nothing but whitespace between.
+
+    How the parts are joined is the adapter's choice, not the wire's, so the oracle
+    does not assume a separator.
+    """
+    rest = reasoning
+    for part in parts:
+        at = rest.find(part)
+        assert at >= 0, f"reasoning part missing or out of order: {part[:60]!r}"
+        assert not rest[:at].strip(), f"unexpected reasoning text: {rest[:at][:60]!r}"
+        rest = rest[at + len(part) :]
+    assert not rest.strip(), f"unexpected reasoning text: {rest[:60]!r}"
 
 
 def _error_type(status: int | None, code: Any, message: str) -> type[ai.AnyInferError]:
@@ -302,7 +336,7 @@ def test_replay_matches_recording(item: Interaction) -> None:
     result = run.result
     assert result is not None
     assert result.text == exp.text
-    assert result.reasoning == exp.reasoning
+    check_reasoning(result.reasoning, exp.reasoning_texts)
     assert list(result.tool_calls) == exp.tool_calls()
     assert result.finish_reason == exp.finish_reason
     assert dataclasses.replace(result.usage, cost_usd=None) == exp.expected_usage()
