@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ._client.credentials import ResolverChain
+from ._client.credentials import ResolverChain, register_header_secrets
 from ._client.validate import need_number, need_optional_str
 from ._errors import ConfigError
 from ._redact import MASK
@@ -103,7 +103,12 @@ class ProviderSettings:
     def with_resolved_key(
         self, chain: ResolverChain | None = None
     ) -> tuple[ProviderSettings, str | None]:
-        """Resolve `api_key` and register it for redaction.
+        """Resolve `api_key`, check it, and register it and any header credentials for
+        redaction.
+
+        Credentials passed only as headers (`headers={"x-api-key": ...}`, an
+        `authorization` header, sensitive headers or credential-named keys in `options`)
+        are registered too, so they are masked like `api_key`.
 
         Args:
             chain: The resolver chain; defaults to environment and system keyring.
@@ -111,6 +116,13 @@ class ProviderSettings:
         Returns:
             A copy of these settings with the key replaced by its resolved value, and the
             value itself.
+
+        Raises:
+            ConfigError: If the key (or a sensitive header) cannot be sent in an HTTP
+                header — it contains a newline, whitespace, a control character or a
+                non-ASCII character. The message says which and where it came from,
+                never the value.
         """
+        register_header_secrets(self.headers, self.options, provider=self.instance_id)
         key = (chain or ResolverChain()).resolve(self.api_key, provider=self.instance_id)
         return replace(self, api_key=key), key

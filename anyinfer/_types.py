@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from typing import Any, Literal
 
+from ._redact import redact, redact_chunks, redact_value
+
 __all__ = [
     "DETAIL_MAX_CHARS",
     "AttemptRecord",
@@ -174,6 +176,9 @@ class ToolCall:
     name: str
     arguments: Mapping[str, Any]
 
+    def __repr__(self) -> str:
+        return redact(_fields_repr(self))
+
 
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
@@ -264,3 +269,20 @@ class Generation:
     warnings: tuple[str, ...] = ()
     raw: Any | None = None
     reasoning: str = ""
+
+    def __post_init__(self) -> None:
+        # The one place every result passes through: registered secrets are masked in the
+        # retained raw payload here, including one split across streamed chunks.
+        if self.raw is not None:
+            raw = self.raw
+            kept = redact_chunks(raw) if isinstance(raw, list | tuple) else redact_value(raw)
+            object.__setattr__(self, "raw", kept)
+
+    def __repr__(self) -> str:
+        # Text the model wrote may echo a secret: the repr masks it (the fields keep it).
+        return redact(_fields_repr(self))
+
+
+def _fields_repr(obj: Any) -> str:
+    body = ", ".join(f"{f.name}={getattr(obj, f.name)!r}" for f in fields(obj) if f.repr)
+    return f"{type(obj).__name__}({body})"

@@ -3,7 +3,8 @@
 Recording scrubs secrets **before anything touches disk**: auth headers, cookies,
 organization/project ids, every secret registered with `anyinfer.register_secret` (which
 includes every credential the library resolved), and common key patterns, wherever they
-appear — request and response headers, the URL's query, and bodies. Bodies are stored
+appear — request and response headers, the URL's query, and bodies, including a registered
+secret split across two streamed frames (`scrub_frames`). Bodies are stored
 decompressed, and multi-line text (SSE streams) as readable YAML literal blocks.
 
 Replay is strict: a request with no recording fails with a message saying how to record
@@ -36,6 +37,7 @@ __all__ = [
     "NetworkBlockedError",
     "block_non_loopback",
     "make_vcr",
+    "scrub_frames",
     "scrub_request",
     "scrub_response",
     "scrub_text",
@@ -68,6 +70,54 @@ def scrub_text(text: str) -> str:
     return _KEY_PATTERNS.sub(MASK, redact(text).replace("[secure]", MASK))
 
 
+def scrub_frames(text: str) -> str:
+    """Mask a registered secret split across the frames of a streamed body.
+
+    The frames are the JSON payloads of SSE `data:` lines or NDJSON lines, else the
+    elements of a body that is one JSON array (Gemini's `json-array` stream). A secret
+    whose pieces arrive in successive frames at the same key path (streamed text or tool
+    arguments) is masked where it starts and removed from the frames it continued into
+    (`anyinfer._redact.redact_chunks`); only the frames that changed are rewritten.
+    Nothing is parsed while no secret is registered.
+
+    Args:
+        text: A response (or request) body, already through `scrub_text`.
+
+    Returns:
+        The body with split secrets masked.
+    """
+    from anyinfer._redact import redact_chunks, secret_pattern
+
+    if secret_pattern() is None:
+        return text
+    lines = text.split("\n")
+    frames: list[tuple[int, tuple[str, str], Any]] = []
+    for number, line in enumerate(lines):
+        payload = line[5:] if line.startswith("data:") else line
+        payload = payload.strip()
+        if not payload.startswith(("{", "[")):
+            continue
+        at = line.index(payload)
+        try:
+            frames.append((number, (line[:at], line[at + len(payload) :]), json.loads(payload)))
+        except ValueError:
+            continue
+    if len(frames) < 2:
+        try:
+            whole = json.loads(text)
+        except ValueError:
+            return text
+        if not isinstance(whole, list) or len(whole) < 2:
+            return text
+        scrubbed = redact_chunks(whole, mask=MASK)
+        return text if scrubbed == whole else json.dumps(scrubbed, ensure_ascii=False, indent=2)
+    scrubbed = redact_chunks([value for _, _, value in frames], mask=MASK)
+    for (number, (head, tail), value), new in zip(frames, scrubbed, strict=True):
+        if new != value:
+            lines[number] = head + json.dumps(new, ensure_ascii=False) + tail
+    return "\n".join(lines)
+
+
 def _scrub_body(body: Any) -> Any:
     if body is None:
         return None
@@ -76,9 +126,9 @@ def _scrub_body(body: Any) -> Any:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
             return body
-        return scrub_text(text).encode("utf-8")
+        return scrub_frames(scrub_text(text)).encode("utf-8")
     if isinstance(body, str):
-        return scrub_text(body)
+        return scrub_frames(scrub_text(body))
     return body
 
 

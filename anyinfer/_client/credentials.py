@@ -3,21 +3,136 @@
 `ProviderSettings.api_key` takes a literal or a reference. References are resolved once,
 when the provider's adapter is built, by the first resolver in the chain that claims the
 reference's scheme; the secret is registered for redaction at that moment.
+
+A resolved key is **checked, never altered**: it must be printable ASCII with no
+whitespace, because it travels in an HTTP header. A key with a trailing newline (read
+from a file or a mounted secret), surrounding spaces, a control character or a non-ASCII
+character is refused with a `ConfigError` naming the instance and where the key came from
+— before anything is sent, and without the key in the message. Stripping it silently
+would hide a broken secret source; the fix belongs where the secret is stored.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigError
-from .._redact import register_secret
+from .._redact import SENSITIVE_HEADERS, register_secret
 
-__all__ = ["CredentialResolver", "EnvResolver", "KeyringResolver", "ResolverChain"]
+__all__ = [
+    "CredentialResolver",
+    "EnvResolver",
+    "KeyringResolver",
+    "ResolverChain",
+    "check_secret",
+    "register_header_secrets",
+]
 
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://")
+_KEY_OK = re.compile(r"[\x21-\x7e]+")
+"""A key: printable ASCII, no whitespace."""
+_HEADER_OK = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
+"""A header value: printable ASCII, inner spaces allowed (`Bearer <token>`)."""
+_SECRET_OPTIONS = frozenset({"api_key", "apikey", "token", "access_token", "secret", "password"})
+"""`ProviderSettings.options` keys whose values are registered as secrets."""
+
+
+def _problem(value: str, *, header: bool) -> str | None:
+    """What makes `value` unusable in a header, described without quoting it."""
+    if (_HEADER_OK if header else _KEY_OK).fullmatch(value):
+        return None
+    if value.endswith(("\n", "\r")):
+        return "ends with a newline (as a value read from a file or a mounted secret often does)"
+    if value != value.strip():
+        return "starts or ends with whitespace"
+    if "\n" in value or "\r" in value:
+        return "contains a newline"
+    if not value.isascii():
+        return "contains a non-ASCII character"
+    if any(ch.isspace() for ch in value):
+        return "contains whitespace"
+    return "contains a control character"
+
+
+def check_secret(
+    secret: str, *, source: str, provider: str | None = None, header: bool = False
+) -> str:
+    """Register a credential for redaction, then refuse it if a header cannot carry it.
+
+    The value is registered first, so that even a refused key is masked wherever it
+    might show up. It is never stripped or otherwise changed.
+
+    Args:
+        secret: The credential.
+        source: Where it came from, for the message (`"api_key"`, `"environment
+            variable OPENAI_API_KEY"`, `"headers['x-api-key']"`).
+        provider: The instance it is for.
+        header: Whether `secret` is a whole header value (inner spaces allowed, as in
+            `Bearer <token>`) rather than a bare key.
+
+    Returns:
+        `secret`, unchanged.
+
+    Raises:
+        ConfigError: If it contains a newline, whitespace, a control character or a
+            non-ASCII character; the message names the problem, never the value.
+    """
+    register_secret(secret)
+    problem = _problem(secret, header=header)
+    if problem is not None:
+        where = f" of provider instance {provider!r}" if provider else ""
+        raise ConfigError(
+            f"the {source}{where} {problem}; a credential must be printable ASCII without "
+            "whitespace, because it is sent in an HTTP header. AnyInfer does not strip or "
+            "alter credentials: fix the value where it is stored",
+            provider=provider,
+        )
+    return secret
+
+
+def register_header_secrets(
+    headers: Mapping[str, str], options: Mapping[str, Any], *, provider: str | None = None
+) -> None:
+    """Register credentials passed as headers or provider options, and check the headers.
+
+    A sensitive header in `ProviderSettings.headers` (`authorization`, `x-api-key`, …,
+    see `SENSITIVE_HEADERS`) is checked like a key (see `check_secret`; inner spaces are
+    allowed) and registered whole and, for `<scheme> <token>` values, by its token alone.
+    Sensitive headers under `options["headers"]` and options named like a credential
+    (`api_key`, `token`, `password`, …) are registered the same way, not checked: an
+    adapter may use them for something other than a header.
+
+    Args:
+        headers: `ProviderSettings.headers`.
+        options: `ProviderSettings.options`.
+        provider: The instance, for error context.
+
+    Raises:
+        ConfigError: If a sensitive header's value cannot be sent in a header.
+    """
+    for name, value in headers.items():
+        if isinstance(value, str) and name.lower() in SENSITIVE_HEADERS:
+            check_secret(value, source=f"headers[{name!r}]", provider=provider, header=True)
+            _register_token(value)
+    extra = options.get("headers")
+    found = list(extra.items()) if isinstance(extra, Mapping) else []
+    found = [(k, v) for k, v in found if isinstance(k, str) and k.lower() in SENSITIVE_HEADERS]
+    found += [
+        (k, v) for k, v in options.items() if isinstance(k, str) and k.lower() in _SECRET_OPTIONS
+    ]
+    for _, value in found:
+        if isinstance(value, str):
+            register_secret(value)
+            _register_token(value)
+
+
+def _register_token(value: str) -> None:
+    scheme, _, token = value.strip().partition(" ")
+    if token and scheme.isalpha():
+        register_secret(token.strip())
 
 
 @runtime_checkable
@@ -123,12 +238,14 @@ class ResolverChain:
             The secret, or `None` when no credential was configured.
 
         Raises:
-            ConfigError: If the reference's scheme is unknown or it cannot be resolved.
+            ConfigError: If the reference's scheme is unknown, it cannot be resolved, or the
+                secret cannot be sent in a header (see `check_secret`).
         """
         if value is None:
             return None
-        secret = value
+        secret, source = value, "api_key"
         if _SCHEME.match(value):
+            source = f"api_key ({value})"  # the reference names a secret, it is not one
             for resolver in self.resolvers:
                 if resolver.claims(value):
                     secret = resolver.resolve(value, provider=provider)
@@ -138,5 +255,4 @@ class ResolverChain:
                 raise ConfigError(
                     f"no credential resolver handles {scheme}:// references", provider=provider
                 )
-        register_secret(secret)
-        return secret
+        return check_secret(secret, source=source, provider=provider)
