@@ -40,6 +40,7 @@ from .._errors import (
 )
 from .._stream.parts import Part
 from .errormap import CODE_KINDS, ErrorKind, classify, message_and_code
+from .limits import response_limits
 from .profile import AdapterProfile
 
 if TYPE_CHECKING:
@@ -401,6 +402,8 @@ class HTTPAdapter(Adapter):
         self.base_url = base_url.rstrip("/")
         timeout = httpx.Timeout(settings.timeout_s, connect=min(settings.timeout_s, 15.0))
         self.max_connections = _max_connections(settings)
+        self.response_limits = response_limits(settings)
+        """The overall deadline and default response cap (see `limits.py`)."""
         inner = settings.transport
         if inner is None:
             inner = httpx.AsyncHTTPTransport(
@@ -538,14 +541,28 @@ class HTTPAdapter(Adapter):
         """Yield the body's bytes, enforcing `max_response_bytes`, mapping failures.
 
         Raises:
-            ResponseTooLargeError: If the body outgrows the request's byte limit.
-            ProviderTimeoutError: If the provider goes quiet past the read timeout.
+            ResponseTooLargeError: If the body outgrows the request's byte limit (or
+                the provider's default cap, option `max_response_bytes`).
+            ProviderTimeoutError: If the provider goes quiet past the read timeout, or
+                the body runs past the provider's deadline (option `deadline_s`).
             StreamError: If the connection breaks.
         """
+        limits = self.response_limits
         limit = request.max_response_bytes if request is not None else None
+        if limit is None:
+            limit = limits.max_response_bytes
+        deadline = None if limits.deadline_s is None else time.monotonic() + limits.deadline_s
         seen = 0
         try:
             async for chunk in decoded_body(response):
+                if deadline is not None and time.monotonic() > deadline:
+                    raise ProviderTimeoutError(
+                        f"{self.instance_id}: the response ran past its deadline of "
+                        f"{limits.deadline_s:g} s (provider option deadline_s)",
+                        timeout_kind="total",
+                        provider=self.instance_id,
+                        phase="stream",
+                    )
                 if limit is not None:
                     seen += len(chunk)
                     if seen > limit:

@@ -39,6 +39,7 @@ from typing import Any, ClassVar, Literal, get_args
 import httpx
 
 from .._adapters.base import POOL_OPTIONS, DiscoveredModel
+from .._adapters.limits import LIMIT_OPTIONS
 from .._adapters.profile import AdapterProfile
 from .._client.instance import base_url_env, resolve_base_url
 from .._errors import ConfigError, ProviderError, StreamError
@@ -317,7 +318,7 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
                 "'http://127.0.0.1:8080/v1'",
                 provider=pid,
             )
-        accepted = self.option_keys | POOL_OPTIONS
+        accepted = self.option_keys | POOL_OPTIONS | LIMIT_OPTIONS
         unknown = sorted(set(settings.options) - accepted)
         if unknown:
             raise ConfigError(
