@@ -55,6 +55,10 @@ _lock = threading.Lock()
 _secrets: frozenset[str] = frozenset()
 _forms: frozenset[str] = frozenset()
 _pattern: re.Pattern[str] | None = None
+_prefixes: tuple[str, ...] | None = None
+"""The forms' distinct first four characters, when few enough that `in` checks for them
+(a fast C scan each) beat the alternation's scan of a text holding no secret."""
+_MAX_PREFIXES = 8
 
 
 def _escaped_forms(secret: str) -> set[str]:
@@ -90,7 +94,7 @@ def register_secret(secret: str | None) -> None:
         secret: The secret text. Values shorter than four characters are ignored: masking
             them would mangle ordinary text without protecting anything.
     """
-    global _secrets, _forms, _pattern
+    global _secrets, _forms, _pattern, _prefixes
     if not secret or len(secret) < _MIN_SECRET_LEN or secret in _secrets:
         return
     with _lock:
@@ -98,6 +102,9 @@ def register_secret(secret: str | None) -> None:
         _forms = _forms | _escaped_forms(secret)
         # Longest first so that a secret containing another is masked whole.
         ordered = sorted(_forms, key=len, reverse=True)
+        prefixes = tuple(sorted({s[:_MIN_SECRET_LEN] for s in ordered}))
+        # One prefix: the alternation's own literal-prefix scan is faster still.
+        _prefixes = prefixes if 1 < len(prefixes) <= _MAX_PREFIXES else None
         _pattern = re.compile("|".join(re.escape(s) for s in ordered))
     install_log_redaction()
 
@@ -123,6 +130,12 @@ def redact(text: str) -> str:
     """
     pattern = _pattern
     if pattern is None or not text:
+        return text
+    prefixes = _prefixes
+    if prefixes is not None:
+        for prefix in prefixes:
+            if prefix in text:
+                return pattern.sub(MASK, text)
         return text
     return pattern.sub(MASK, text)
 
