@@ -47,6 +47,13 @@ class Client:
     the real `AsyncClient`. Safe to call from multiple threads, and concurrent requests
     still overlap on the loop. Arguments are identical to `AsyncClient`.
 
+    Not for async code: a blocking call made inside a running event loop raises
+    `ConfigError` (use `AsyncClient` there), and one made on the client's own loop thread
+    (an async tool, an observer) raises `RuntimeError`. Ctrl-C during a call cancels its
+    request and waits until the connection is released before `KeyboardInterrupt`
+    propagates. A client garbage-collected without `close()` is closed then, with a
+    `ResourceWarning`.
+
     Every method restates its `AsyncClient` counterpart's signature, so type checkers and
     IDEs see the real keywords, and forwards its arguments unchanged with
     `_forwarded(locals())`: the facade holds no argument logic of its own.

@@ -279,6 +279,11 @@ class SyncStream:
             for event in stream:
                 ...
             final = stream.result
+
+    Iterating on the client's own loop thread raises `RuntimeError`, and inside a
+    running event loop `ConfigError`, at once instead of deadlocking. Ctrl-C while
+    waiting for an event closes the stream (its connection released) before the
+    `KeyboardInterrupt` propagates. An open stream keeps its client alive.
     """
 
     def __init__(self, loop: _LoopThread, factory: Callable[[], AsyncStream]) -> None:
