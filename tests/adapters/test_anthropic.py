@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import NO_RETRY, Caller, settings_for
 
 import anyinfer as ai
 import fakeservers as fs
@@ -38,7 +39,6 @@ from fakeservers import (
 )
 
 DIALECT = fs.AnthropicDialect()
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 MODEL = "claude-test"
 
 
@@ -46,55 +46,11 @@ def route(**kw: Any) -> ai.Route:
     return ai.Route(f"anthropic:{MODEL}", retry=NO_RETRY, **kw)
 
 
-def provider(transport: httpx.AsyncBaseTransport, **kw: Any) -> ai.ProviderSettings:
-    return ai.ProviderSettings("anthropic", api_key="sk-ant-test", transport=transport, **kw)
-
-
-def stream(
-    transport: httpx.AsyncBaseTransport,
-    messages: Any = "hi",
-    *,
-    retain_raw: bool = False,
-    settings: dict[str, Any] | None = None,
-    **kw: Any,
-) -> tuple[list[ai.StreamEvent], ai.Generation | None, BaseException | None]:
-    """Stream one call; return the events, the result and the error (if any)."""
-    kw.setdefault("route", route())
-    events: list[ai.StreamEvent] = []
-
-    async def go() -> tuple[ai.Generation | None, BaseException | None]:
-        async with ai.AsyncClient(
-            [provider(transport, **(settings or {}))], retain_raw=retain_raw
-        ) as client:
-            try:
-                async with client.stream(messages, **kw) as st:
-                    async for event in st:
-                        events.append(event)
-                return st.result, None
-            except ai.AnyInferError as exc:
-                return None, exc
-
-    result, error = asyncio.run(go())
-    return events, result, error
-
-
-def generate(
-    transport: httpx.AsyncBaseTransport,
-    messages: Any = "hi",
-    *,
-    retain_raw: bool = False,
-    settings: dict[str, Any] | None = None,
-    **kw: Any,
-) -> ai.Generation:
-    kw.setdefault("route", route())
-
-    async def go() -> ai.Generation:
-        async with ai.AsyncClient(
-            [provider(transport, **(settings or {}))], retain_raw=retain_raw
-        ) as client:
-            return await client.generate(messages, **kw)
-
-    return asyncio.run(go())
+provider = settings_for("anthropic", api_key="sk-ant-test")
+# stream(transport, messages="hi", *, retain_raw=False, settings=None, **kw) -> Outcome
+# (events, result, error); generate(...) alike -> Generation. `settings` goes to provider().
+_CALLS = Caller(provider, route=route())
+stream, generate = _CALLS.stream, _CALLS.generate
 
 
 def sent_body(messages: Any = "hi", *, settings: dict[str, Any] | None = None, **kw: Any) -> Any:

@@ -9,15 +9,12 @@ from dataclasses import replace
 
 import psutil
 import pytest
+from helpers import NO_RETRY, settings_for
 
 import anyinfer as ai
 from fakeservers import FakeServer, Fault, Script, ScriptUsage, Text, ToolFragment, get_dialect
 
-NO_RETRY = ai.RetryPolicy(max_retries=0)
-
-
-def settings(srv: FakeServer) -> ai.ProviderSettings:
-    return ai.ProviderSettings("openai", api_key="sk-loopback", base_url=srv.base_url)
+settings = settings_for("openai", api_key="sk-loopback")  # settings(srv): its base_url
 
 
 def test_stream_text_equals_result_and_trailing_usage_is_counted() -> None:

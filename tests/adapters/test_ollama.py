@@ -7,7 +7,6 @@ Requests go through the real client and core to a `FakeTransport`, a real loopba
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from collections.abc import Callable, Sequence
@@ -15,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import NO_RETRY, run, settings_for
 
 import anyinfer as ai
 from anyinfer._providers.ollama import OllamaAdapter, error_code, finish_reason, think_value
@@ -33,16 +33,8 @@ from fakeservers import (
     get_dialect,
 )
 
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 DIALECT = get_dialect("ollama-chat")
-
-
-def settings(transport: httpx.AsyncBaseTransport, **kw: Any) -> ai.ProviderSettings:
-    return ai.ProviderSettings("ollama", transport=transport, **kw)
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
+settings = settings_for("ollama")
 
 
 async def stream_all(

@@ -9,11 +9,14 @@ traffic) served by `httpx.MockTransport`, and from scripts served by the
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Any
 
 import httpx
 import pytest
+from helpers import Caller, settings_for
+from helpers import sse as _sse
 
 import anyinfer as ai
 from anyinfer._providers.openai_responses import OpenAIResponsesAdapter
@@ -38,15 +41,8 @@ DIALECT = get_dialect("openai-responses")
 # --- helpers -------------------------------------------------------------------------------
 
 
-def sse(*events: dict[str, Any], event_lines: bool = True) -> bytes:
-    """A Responses stream: `event:` + `data:` per event, numbered like OpenAI's."""
-    out = b""
-    for n, ev in enumerate(events):
-        payload = {**ev, "sequence_number": n}
-        if event_lines:
-            out += b"event: " + ev["type"].encode() + b"\n"
-        out += b"data: " + json.dumps(payload).encode() + b"\n\n"
-    return out
+# A Responses stream: `event:` + `data:` per event, numbered like OpenAI's.
+sse = functools.partial(_sse, done=False, event_lines=True, numbered="sequence_number")
 
 
 def response(status: str = "completed", **extra: Any) -> dict[str, Any]:
@@ -142,44 +138,10 @@ def mock(
     return httpx.MockTransport(handler)
 
 
-def settings(transport: httpx.AsyncBaseTransport, **kw: Any) -> ai.ProviderSettings:
-    return ai.ProviderSettings(PID, api_key="sk-resp-test", transport=transport, **kw)
-
-
-class Run:
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-        self.result: ai.Generation | None = None
-        self.error: BaseException | None = None
-
-
-def stream(transport: httpx.AsyncBaseTransport, *args: Any, **kw: Any) -> Run:
-    """Stream one generation through the real client, keeping events and the outcome."""
-    run = Run()
-    prompt = args[0] if args else "hi"
-
-    async def go() -> None:
-        async with ai.AsyncClient([settings(transport)]) as client:
-            try:
-                async with client.stream(prompt, route=ROUTE, **kw) as st:
-                    async for ev in st:
-                        run.events.append(ev)
-                run.result = st.result
-            except ai.AnyInferError as exc:
-                run.error = exc
-
-    asyncio.run(go())
-    return run
-
-
-def generate(transport: httpx.AsyncBaseTransport, *args: Any, **kw: Any) -> ai.Generation:
-    prompt = args[0] if args else "hi"
-
-    async def go() -> ai.Generation:
-        async with ai.AsyncClient([settings(transport)]) as client:
-            return await client.generate(prompt, route=ROUTE, **kw)
-
-    return asyncio.run(go())
+settings = settings_for(PID, api_key="sk-resp-test")
+# stream(transport, prompt="hi", **kw) -> Outcome(events, result, error); generate(...)
+_CALLS = Caller(settings, route=ROUTE)
+stream, generate = _CALLS.stream, _CALLS.generate
 
 
 def sent_body(fake: FakeTransport, position: int = -1) -> dict[str, Any]:

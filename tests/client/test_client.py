@@ -11,13 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import settings_for, sse
 
 import anyinfer as ai
-
-
-def sse(*chunks: dict[str, Any], done: bool = True) -> bytes:
-    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
-    return body + (b"data: [DONE]\n\n" if done else b"")
 
 
 def chunk(content: str | None = None, finish: str | None = None) -> dict[str, Any]:
@@ -52,16 +48,7 @@ def handler_for(
     return handler
 
 
-def settings(
-    name: str, handler: Callable[[httpx.Request], httpx.Response], **kw: Any
-) -> ai.ProviderSettings:
-    return ai.ProviderSettings(
-        "openai",
-        alias=name,
-        api_key="sk-client-test-key",
-        transport=httpx.MockTransport(handler),
-        **kw,
-    )
+settings = settings_for("openai", alias_first=True, api_key="sk-client-test-key")
 
 
 GOOD = sse(chunk("Hel"), chunk("lo"), chunk(finish="stop"), USAGE)

@@ -1,0 +1,271 @@
+"""Helpers shared by the test suite: one definition each, imported where used.
+
+`tests/` is on pythonpath, so a test module writes `from helpers import NO_RETRY, run`.
+What lives here:
+
+- `NO_RETRY`: a retry policy that makes one attempt (the adapter alone is under test).
+- `run`: run a coroutine to completion (`asyncio.run`).
+- `sse`: build a server-sent-events body from JSON payloads (`data:` lines, optional
+  `event:` lines, comments, numbering, `[DONE]`, line ends).
+- `settings` / `settings_for`: `ProviderSettings` reached through a transport, a request
+  handler, a loopback server or a URL; `settings_for` binds one provider and its defaults
+  for a module.
+- `Caller` (and the module-level `generate` / `stream`): one call through the real
+  `AsyncClient`, returning the `Generation`, or the events, result and typed error as an
+  `Outcome`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
+
+import httpx
+
+import anyinfer as ai
+
+__all__ = [
+    "NO_RETRY",
+    "Caller",
+    "Outcome",
+    "generate",
+    "run",
+    "settings",
+    "settings_for",
+    "sse",
+    "stream",
+]
+
+T = TypeVar("T")
+
+NO_RETRY = ai.RetryPolicy(max_retries=0)
+"""One attempt, no retries: one recorded or scripted exchange, one request."""
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to completion on a fresh event loop and return its result."""
+    return asyncio.run(coro)
+
+
+# --- wire bodies ---------------------------------------------------------------------------
+
+
+def sse(
+    *payloads: Any,
+    done: bool = True,
+    comments: Sequence[bytes] = (),
+    eol: str = "\n",
+    event_lines: bool = False,
+    numbered: str | None = None,
+) -> bytes:
+    """A server-sent-events body: one `data:` event per JSON payload.
+
+    Args:
+        *payloads: The events' JSON payloads, in order.
+        done: End with OpenAI's `data: [DONE]` sentinel.
+        comments: Raw lines (e.g. `b": ping\\n\\n"`) put before the first event.
+        eol: The line end (`"\\r\\n"` for servers that use CRLF framing).
+        event_lines: Put an `event: <payload["type"]>` line before each `data:` line.
+        numbered: Add this field to each payload with its position (0, 1, ...), e.g.
+            the Responses API's `sequence_number`.
+
+    Returns:
+        The body bytes.
+    """
+    end = eol.encode()
+    out = b"".join(comments)
+    for n, payload in enumerate(payloads):
+        if numbered is not None:
+            payload = {**payload, numbered: n}
+        if event_lines:
+            out += b"event: " + str(payload["type"]).encode() + end
+        out += b"data: " + json.dumps(payload).encode() + end + end
+    return out + (b"data: [DONE]" + end + end if done else b"")
+
+
+# --- provider settings ---------------------------------------------------------------------
+
+
+def settings(provider: str, via: Any = None, /, **kw: Any) -> ai.ProviderSettings:
+    """`ProviderSettings` for `provider`, reached through `via`.
+
+    Args:
+        provider: The provider id (`"openai"`, `"anthropic"`, ...).
+        via: How requests reach the provider: an httpx transport (used as is), a request
+            handler (wrapped in an `httpx.MockTransport`), a loopback server or anything
+            with a `base_url` (its URL), a URL string, or `None` (the provider's own).
+        **kw: Further `ProviderSettings` fields.
+
+    Returns:
+        The settings.
+    """
+    if isinstance(via, httpx.AsyncBaseTransport | httpx.BaseTransport):
+        kw["transport"] = via
+    elif isinstance(via, str):
+        kw["base_url"] = via
+    elif via is not None and isinstance(getattr(via, "base_url", None), str):
+        kw["base_url"] = via.base_url
+    elif callable(via):
+        kw["transport"] = httpx.MockTransport(via)
+    elif via is not None:
+        raise TypeError(f"cannot reach a provider through {via!r}")
+    return ai.ProviderSettings(provider, **kw)
+
+
+def settings_for(
+    provider: str, /, *, alias_first: bool = False, **defaults: Any
+) -> Callable[..., ai.ProviderSettings]:
+    """`settings` bound to one provider and its defaults, for one test module.
+
+    The bound function is `(via=None, provider=None, /, **kw)`: `provider` switches to
+    another provider id (the defaults belong to the bound one and are then left out),
+    `kw` overrides the defaults. With `alias_first` it is `(alias, via, /, **kw)`, for
+    modules that name each instance.
+
+    Args:
+        provider: The provider id.
+        alias_first: Take the instance alias as the first argument.
+        **defaults: `ProviderSettings` fields every call gets.
+
+    Returns:
+        The bound function.
+    """
+
+    def bound(via: Any = None, other: str | None = None, /, **kw: Any) -> ai.ProviderSettings:
+        if other is not None and other != provider:
+            return settings(other, via, **kw)
+        return settings(provider, via, **{**defaults, **kw})
+
+    def named(alias: str, via: Any = None, /, **kw: Any) -> ai.ProviderSettings:
+        return settings(provider, via, **{**defaults, "alias": alias, **kw})
+
+    return named if alias_first else bound
+
+
+# --- calls through the client --------------------------------------------------------------
+
+
+class Outcome(NamedTuple):
+    """What one streamed call produced: unpack it, or read it by name.
+
+    Attributes:
+        events: Every event the stream yielded, in order.
+        result: The `Generation`, or `None` when the call failed.
+        error: The typed error the call raised, or `None`.
+    """
+
+    events: list[ai.StreamEvent]
+    result: ai.Generation | None
+    error: BaseException | None
+
+
+Via = ai.AsyncClient | ai.ProviderSettings | Iterable[ai.ProviderSettings] | Any
+
+
+class Caller:
+    """Calls through the real `AsyncClient` (core and adapter), one per call.
+
+    Args:
+        make: Builds the settings from what a test passes (a transport, a server, ...)
+            and the `settings` mapping of the call; default: the test passes settings or
+            an `AsyncClient` itself.
+        route: The route every call gets unless it names its own `route` or `target`.
+        by_target: The second positional argument is the target (a one-attempt route to
+            it, default `target`), not the messages.
+        target: The default target when `by_target`.
+    """
+
+    def __init__(
+        self,
+        make: Callable[..., ai.ProviderSettings] | None = None,
+        *,
+        route: ai.Route | None = None,
+        by_target: bool = False,
+        target: str | None = None,
+    ) -> None:
+        self.make = make
+        self.route = route
+        self.by_target = by_target
+        self.target = target
+
+    def _client(
+        self, via: Via, options: Mapping[str, Any] | None, retain_raw: bool
+    ) -> ai.AsyncClient:
+        if isinstance(via, ai.AsyncClient):
+            return via
+        if isinstance(via, ai.ProviderSettings):
+            return ai.AsyncClient([via], retain_raw=retain_raw)
+        if isinstance(via, list | tuple) and all(isinstance(s, ai.ProviderSettings) for s in via):
+            return ai.AsyncClient(list(via), retain_raw=retain_raw)
+        if self.make is None:
+            raise TypeError(f"no settings builder for {via!r}")
+        return ai.AsyncClient([self.make(via, **(options or {}))], retain_raw=retain_raw)
+
+    def _call(self, arg: Any, kw: dict[str, Any]) -> Any:
+        """The messages of the call; puts the route into `kw`."""
+        messages = "hi"
+        if self.by_target:
+            target = arg if arg is not None else self.target
+            if target is not None and "route" not in kw and "target" not in kw:
+                kw["route"] = ai.Route(target, retry=NO_RETRY)
+        elif arg is not None:
+            messages = arg
+        if self.route is not None and "route" not in kw and "target" not in kw:
+            kw["route"] = self.route
+        return kw.pop("messages", messages)
+
+    def generate(
+        self,
+        via: Via,
+        arg: Any = None,
+        /,
+        *,
+        retain_raw: bool = False,
+        settings: Mapping[str, Any] | None = None,
+        **kw: Any,
+    ) -> ai.Generation:
+        """One `generate` call; typed errors propagate."""
+        messages = self._call(arg, kw)
+        client = self._client(via, settings, retain_raw)
+
+        async def go() -> ai.Generation:
+            async with client:
+                return await client.generate(messages, **kw)
+
+        return asyncio.run(go())
+
+    def stream(
+        self,
+        via: Via,
+        arg: Any = None,
+        /,
+        *,
+        retain_raw: bool = False,
+        settings: Mapping[str, Any] | None = None,
+        **kw: Any,
+    ) -> Outcome:
+        """One streamed call; its events, result, and typed error (captured)."""
+        messages = self._call(arg, kw)
+        client = self._client(via, settings, retain_raw)
+        events: list[ai.StreamEvent] = []
+
+        async def go() -> Outcome:
+            async with client:
+                try:
+                    async with client.stream(messages, **kw) as st:
+                        async for event in st:
+                            events.append(event)
+                except ai.AnyInferError as exc:
+                    return Outcome(events, None, exc)
+                return Outcome(events, st.result, None)
+
+        return asyncio.run(go())
+
+
+_DEFAULT = Caller()
+generate = _DEFAULT.generate
+"""`generate(client_or_settings, messages="hi", **kw)`: one call, typed errors propagate."""
+stream = _DEFAULT.stream
+"""`stream(client_or_settings, messages="hi", **kw)`: one streamed call, as an `Outcome`."""
