@@ -5,18 +5,50 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import math
 import signal
 import threading
 import time
 from typing import Any
 
+import httpx
 import psutil
 import pytest
-from test_client import GOOD, handler_for, settings
 
 import anyinfer as ai
 from fakeservers import FakeServer, Fault, Script, Text
+
+
+def _sse(*texts: str) -> bytes:
+    chunks = [{"choices": [{"index": 0, "delta": {"content": t}}]} for t in texts]
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+    return body + b"data: [DONE]\n\n"
+
+
+GOOD = _sse("Hel", "lo")
+WHOLE = {"choices": [{"index": 0, "message": {"content": "whole"}, "finish_reason": "stop"}]}
+
+
+def handler_for(body: bytes, seen: list[Any] | None = None) -> Any:
+    """Answer a streamed request with `body` and a whole one with "whole"."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        payload = json.loads(request.content)
+        if seen is not None:
+            seen.append(payload)
+        if payload.get("stream"):
+            return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+        return httpx.Response(200, json=WHOLE)
+
+    return handler
+
+
+def settings(name: str, handler: Any) -> ai.ProviderSettings:
+    return ai.ProviderSettings(
+        "openai", alias=name, api_key="sk-facade-test", transport=httpx.MockTransport(handler)
+    )
 
 
 class _StreamingObserver:
