@@ -319,10 +319,17 @@ class Telemetry:
             factory: Builds the full event (payload fields filled in). Called only when
                 an observer is subscribed, and at most once.
         """
+        if self._subs:
+            self.deliver(factory())
+
+    def deliver(self, event: TelemetryEvent) -> None:
+        """Deliver a built event to every observer (payloads stripped for those that did
+        not ask for them).
+
+        Args:
+            event: The full event (payload fields filled in).
+        """
         subs = self._subs
-        if not subs:
-            return
-        event = factory()
         full: TelemetryEvent | None = None
         bare: TelemetryEvent | None = None
         for sub in subs:

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._adapters.profile import AdapterProfile, UsageConvention
-from .._errors import (
-    AllTargetsFailedError,
-    AnyInferError,
-    ConfigError,
-    ContentFilterError,
-    ContextWindowError,
-    PoolExhaustedError,
-    ResponseTooLargeError,
-    SchemaViolationError,
-    ToolLoopError,
-)
+from .._errors import ConfigError, ToolLoopError
 from .._messages import MessagesInput, normalize_messages
 from .._redact import register_secret
 from .._request import (
@@ -32,13 +20,14 @@ from .._request import (
     ToolSpec,
 )
 from .._settings import ProviderSettings
-from .._stream.events import AttemptFailed, StreamEnded, StreamEvent, TimingMark, UsageUpdate
+from .._stream.events import StreamEvent
 from .._stream.generation import AsyncStream
-from .._types import AttemptRecord, Generation, ResolvedTarget, Target, Usage
+from .._types import Generation, ResolvedTarget, Target
 from .credentials import ResolverChain
 from .health import Breakers
 from .instance import instance_config
 from .route import Route
+from .targets import Targets
 from .validate import check_budget_call, check_request, check_run_tools_call
 
 if TYPE_CHECKING:
@@ -52,9 +41,11 @@ if TYPE_CHECKING:
     from .._local.catalog import CatalogView, Posture, VariantPrefs
     from .._local.hardware import HardwareProfile
     from .._local.store import ModelStore, RemovalReport, ResolvedModel, StoreEntry
-    from .._structured.output import NormalizedSchema, Repair, SchemaSpec, SupportsJSONSchema
+    from .._structured.output import Repair, SchemaSpec, SupportsJSONSchema
     from .._structured.tools import Tool
     from .._telemetry import Observer
+    from .attempt import Structured
+    from .router import Router
 
 __all__ = ["AsyncClient"]
 
@@ -114,67 +105,56 @@ class AsyncClient:
 
             registry = default_registry()
         self._registry = registry
-        self._settings: dict[str, ProviderSettings] = {}
+        settings: dict[str, ProviderSettings] = {}
         for s in providers or ():
             if not isinstance(s, ProviderSettings):
                 raise ConfigError(f"providers must hold ProviderSettings, got {type(s).__name__}")
-            if s.instance_id in self._settings:
+            if s.instance_id in settings:
                 raise ConfigError(
                     f"two providers share the instance id {s.instance_id!r}; give one an alias"
                 )
-            self._settings[s.instance_id] = s
-        self._adapters: dict[str, Adapter] = {}
+            settings[s.instance_id] = s
         if route is not None and not isinstance(route, Route):
             raise ConfigError(f"route must be a Route, got {type(route).__name__}")
         self._route = route
-        self._resolver = resolver if resolver is not None else ResolverChain()
+        overrides = dict(capability_overrides or {})
+        self._targets = Targets(
+            registry,
+            settings,
+            resolver if resolver is not None else ResolverChain(),
+            catalog=catalog,
+            use_default_catalog=use_default_catalog,
+            pricing=pricing_table,
+            overrides=overrides,
+        )
         self._breakers = Breakers()
         self._retain_raw = retain_raw
         self._repair = repair
-        self._catalog_arg = catalog
-        self._use_default_catalog = use_default_catalog
-        self._pricing_arg = pricing_table
-        self._overrides = dict(capability_overrides or {})
         self._estimator = estimator
         self._context_gate = context_gate
-        self._caps: CapabilityStore | None = None
         from .._telemetry import Telemetry
 
         self._telemetry = Telemetry()
         for observer in observers or ():
             self._telemetry.subscribe(observer)
+        self._router: Router | None = None
         self._model_dir = model_dir
         self._store: Any | None = None
-        self._closed = False
-        if self._overrides:
+        if overrides:
             self._capabilities()  # validate override keys and values now, not mid-request
 
     @property
     def catalog(self) -> Catalog | None:
         """The alias catalog in force, if any."""
-        if self._catalog_arg is None and self._use_default_catalog:
-            from .._knowledge.catalog import Catalog
-
-            self._catalog_arg = Catalog.load_default()
-        return self._catalog_arg
+        return self._targets.catalog
 
     @property
     def pricing_table(self) -> PricingTable:
         """The pricing table behind `Usage.cost_usd`."""
-        if self._pricing_arg is None:
-            from .._knowledge.pricing import PricingTable
-
-            self._pricing_arg = PricingTable.default()
-        return self._pricing_arg
+        return self._targets.pricing
 
     def _capabilities(self) -> CapabilityStore:
-        if self._caps is None:
-            from .._knowledge.capabilities import CapabilityStore
-
-            self._caps = CapabilityStore(
-                catalog=self.catalog, pricing=self.pricing_table, overrides=self._overrides
-            )
-        return self._caps
+        return self._targets.store
 
     def capabilities(self, target: Target) -> ModelCapabilities:
         """What a target's model can do, assembled from every layer, with provenance.
@@ -187,8 +167,7 @@ class AsyncClient:
         Args:
             target: A target string or alias.
         """
-        rt = self.resolve(target)
-        return self._capabilities().get(f"{rt.provider}:{rt.model}", provider_id=rt.provider_id)
+        return self._targets.capabilities(self.resolve(target))
 
     def subscribe(self, observer: Observer, *, payloads: bool = False) -> None:
         """Register a telemetry observer.
@@ -238,7 +217,7 @@ class AsyncClient:
         from .._knowledge.budget import compute_budget
 
         rt = self.resolve(target)
-        caps = self._capabilities().get(f"{rt.provider}:{rt.model}", provider_id=rt.provider_id)
+        caps = self._targets.capabilities(rt)
         return compute_budget(
             normalize_messages(messages),
             capabilities=caps,
@@ -265,29 +244,9 @@ class AsyncClient:
 
     async def aclose(self) -> None:
         """Close every adapter this client built."""
-        self._closed = True
-        adapters, self._adapters = list(self._adapters.values()), {}
-        for adapter in adapters:
-            await adapter.aclose()
+        await self._targets.aclose()
 
     # --- targets and adapters ------------------------------------------------------
-
-    def _profile(self, provider_id: str) -> AdapterProfile:
-        """The profile the adapter class registered for an engine id declares."""
-        return self._registry.adapter_class(provider_id).profile
-
-    def _settings_for(self, instance: str) -> ProviderSettings:
-        settings = self._settings.get(instance)
-        if settings is not None:
-            return settings
-        if instance in self._registry:
-            return ProviderSettings.of(instance)
-        import difflib
-
-        known = sorted(set(self._settings) | set(self._registry.ids()))
-        close = difflib.get_close_matches(instance, known, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(f"unknown provider {instance!r}{hint}")
 
     def resolve(self, target: Target) -> ResolvedTarget:
         """Resolve a target string without issuing a request.
@@ -306,63 +265,10 @@ class AsyncClient:
             ConfigError: If the target is malformed, names an unknown provider, or is an
                 unknown alias (close matches are named).
         """
-        if not isinstance(target, str) or not target.strip():
-            raise ConfigError(f"target must be a non-empty string, got {target!r}")
-        if ":" not in target:
-            return self._resolve_alias(target.strip())
-        instance, _, model = target.partition(":")
-        instance = instance.strip().lower()
-        model = model.strip()
-        if not model:
-            raise ConfigError(f"target {target!r} names no model")
-        settings = self._settings_for(instance)
-        provider_id = self._registry.canonical(settings.provider_id)
-        return ResolvedTarget(settings.instance_id, model, provider_id)
-
-    def _resolve_alias(self, name: str) -> ResolvedTarget:
-        catalog = self.catalog
-        if catalog is None:
-            raise ConfigError(
-                f"target {name!r} must look like 'provider:model' (alias resolution is off: "
-                "this client has no catalog)"
-            )
-        order = [
-            (iid, self._registry.canonical(s.provider_id)) for iid, s in self._settings.items()
-        ]
-        if not order:
-            # Nothing configured: the providers the catalog lists for this alias, in the
-            # catalog's order (the alias's home provider first), with their defaults.
-            listed = catalog.aliases.get(name.strip().lower(), {})
-            order = [(pid, pid) for pid in listed if pid in self._registry]
-            order = order or [(pid, pid) for pid in self._registry.ids()]
-        matches = catalog.resolve_alias(name, order)
-        if not matches:
-            known = [f"{iid}:" for iid, _ in order]
-            raise catalog.unknown_target_error(name, known)
-        instance, model = matches[0]
-        provider_id = dict(order)[instance]
-        return ResolvedTarget(instance, model, provider_id, alias=name)
+        return self._targets.resolve(target)
 
     def _adapter(self, instance: str) -> Adapter:
-        adapter = self._adapters.get(instance)
-        if adapter is not None:
-            return adapter
-        if self._closed:
-            raise ConfigError("this client is closed")
-        settings = self._settings_for(instance)
-        cls = self._registry.adapter_class(settings.provider_id)
-        resolved, key = settings.with_resolved_key(self._resolver)
-        if key is None:
-            # ANYINFER_<INSTANCE>_API_KEY, then the provider's usual variable.
-            for name in instance_config(settings, cls).key_envs:
-                env_key = os.environ.get(name)
-                if env_key:
-                    register_secret(env_key)
-                    resolved = replace(resolved, api_key=env_key)
-                    break
-        adapter = cls(resolved)
-        self._adapters[instance] = adapter
-        return adapter
+        return self._targets.adapter(instance)
 
     async def models(self, provider_id: str) -> Sequence[DiscoveredModel]:
         """List a provider's models.
@@ -405,7 +311,7 @@ class AsyncClient:
         if provider_id is None:
             return None, True
         instance = provider_id.strip().lower()
-        settings = self._settings_for(instance)
+        settings = self._targets.settings_for(instance)
         engine = self._registry.canonical(settings.provider_id)
         cls = self._registry.adapter_class(engine)
         engines = cls.profile.local_engines  # the class declares what it serves
@@ -413,7 +319,7 @@ class AsyncClient:
             ids = self._registry.ids()
             raise ConfigError(
                 f"{instance!r} ({engine}) is not a local engine; local engines are "
-                + ", ".join(p for p in ids if self._profile(p).local_engines)
+                + ", ".join(p for p in ids if self._targets.profile(p).local_engines)
             )
         return engines, instance_config(settings, cls).is_local
 
@@ -679,14 +585,15 @@ class AsyncClient:
         chosen = self._route_for(target, route)
         targets = tuple(self.resolve(t) for t in chosen.targets)
         redirects = tuple(self.resolve(t) for t in chosen.content_policy_targets)
-        structured: _Structured | None = None
+        structured: Structured | None = None
         if schema is not None:
             from .._structured.output import Repair, normalize_schema
+            from .attempt import Structured
 
             policy = repair if repair is not None else self._repair
             if policy is not None and not isinstance(policy, Repair):
                 raise ConfigError(f"repair must be a Repair, got {type(policy).__name__}")
-            structured = _Structured(normalize_schema(schema), policy or Repair(0))
+            structured = Structured(normalize_schema(schema), policy or Repair(0))
         elif repair is not None:
             raise ConfigError("repair= needs schema=: it repairs schema violations")
         tool_specs: tuple[ToolSpec, ...] = ()
@@ -716,351 +623,22 @@ class AsyncClient:
             timeout_s=timeout_s,
             max_response_bytes=max_response_bytes,
         )
-        return self._run(chosen, targets, redirects, base, provider_options or {}, structured)
+        router = self._router or self._build_router()
+        return router.run(chosen, targets, redirects, base, provider_options or {}, structured)
 
-    async def _run(
-        self,
-        route: Route,
-        targets: tuple[ResolvedTarget, ...],
-        redirects: tuple[ResolvedTarget, ...],
-        base: GenerationRequest,
-        provider_options: Mapping[str, Mapping[str, Any]],
-        structured: _Structured | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        """The router: attempts, retries, fallbacks, breaker skips, redirects, the
-        context gate, structured output and its repair loop, cost and telemetry."""
-        from contextlib import aclosing
+    def _build_router(self) -> Router:
+        """The router and attempt runner, built (and their modules imported) on first use."""
+        from .attempt import AttemptRunner
+        from .router import Router
 
-        from .._stream.core import AttemptRun
-        from .._telemetry import (
-            AttemptEnded,
-            AttemptStarted,
-            FirstToken,
-            RequestEnded,
-            RequestStarted,
-            TelemetryEvent,
-            UsageReported,
-            new_request_id,
-        )
-
-        tel = self._telemetry if self._telemetry.active else None
-        request_id = new_request_id() if tel is not None else ""
-        meta = base.metadata
-
-        def send(event: TelemetryEvent) -> None:
-            if tel is not None:
-                tel.emit(lambda: event)
-
-        if tel is not None:
-            send(
-                RequestStarted(
-                    request_id=request_id,
-                    metadata=meta,
-                    targets=tuple(map(str, targets)),
-                    stream=base.stream,
-                    messages=base.messages,
-                )
-            )
-        attempts: list[AttemptRecord] = []
-        attempt_no = 0
-        queue = list(targets)
-        redirected = False
-        threshold, cooldown = route.breaker_threshold, route.breaker_cooldown_s
-        breakers = self._breakers
-        last_usage = Usage()
-
-        def ended(target: ResolvedTarget, record: AttemptRecord, usage: Usage) -> None:
-            if tel is not None:
-                send(
-                    AttemptEnded(
-                        request_id=request_id,
-                        metadata=meta,
-                        target=target,
-                        outcome=record.outcome,
-                        error=record.error,
-                        timing=record.timing,
-                        usage=usage,
-                    )
-                )
-
-        try:
-            while queue:
-                target = queue.pop(0)
-                key = str(target)
-                if not breakers.allow(key, threshold, cooldown):
-                    record = AttemptRecord(target, "skipped_unhealthy")
-                    attempts.append(record)
-                    ended(target, record, Usage())
-                    continue
-                options = provider_options.get(target.provider) or provider_options.get(
-                    target.provider_id, {}
-                )
-                request = replace(base, model=target.model, provider_options=dict(options))
-                plan = None
-                if structured is not None:
-                    from .._structured.output import plan_structured
-
-                    caps = self._capabilities().get(
-                        f"{target.provider}:{target.model}", provider_id=target.provider_id
-                    )
-                    from .._knowledge.capabilities import ModelCapabilities
-
-                    plan = plan_structured(
-                        structured.schema,
-                        caps,
-                        target.provider_id,
-                        defaults=self._profile(target.provider_id).structured
-                        or ModelCapabilities(),
-                    )
-                    request = replace(
-                        request,
-                        messages=plan.messages(request.messages),
-                        response_format=plan.response_format,
-                    )
-                retry = 0
-                repairs = 0
-                while True:
-                    attempt_no += 1
-                    if tel is not None:
-                        number = attempt_no
-                        send(
-                            AttemptStarted(
-                                request_id=request_id, metadata=meta, target=target, attempt=number
-                            )
-                        )
-                    run: AttemptRun | None = None
-                    try:
-                        try:
-                            adapter = self._adapter(target.provider)
-                            self._gate(request, target)
-                        except AnyInferError:
-                            yield TimingMark("attempt_start", 0.0)
-                            raise
-                        run = AttemptRun(adapter.generate(request), target, streamed=request.stream)
-                        async with aclosing(run.events()) as events:
-                            if tel is None:
-                                async for event in events:
-                                    yield event
-                            else:
-                                async for event in events:
-                                    if type(event) is UsageUpdate:
-                                        u = event.usage
-                                        send(
-                                            UsageReported(
-                                                request_id=request_id,
-                                                metadata=meta,
-                                                target=target,
-                                                usage=u,
-                                            )
-                                        )
-                                    elif type(event) is TimingMark and event.name == "first_token":
-                                        at = event.at_ms
-                                        send(
-                                            FirstToken(
-                                                request_id=request_id,
-                                                metadata=meta,
-                                                target=target,
-                                                at_ms=at,
-                                            )
-                                        )
-                                    yield event
-                    except AnyInferError as exc:
-                        timing = run.timing() if run is not None else None
-                        usage = run.usage if run is not None else Usage()
-                        last_usage = usage
-                        decision = route.decide(exc)
-                        if _counts_against_health(exc, decision):
-                            breakers.failure(key, threshold)
-                        else:
-                            breakers.release(key)
-                        if run is not None and run.had_content:
-                            # Content was shown: no retry, no fallback. Usage already went
-                            # out as events before this exception (failure-path flush).
-                            record = AttemptRecord(target, "failed", exc.to_info(), timing)
-                            attempts.append(record)
-                            ended(target, record, usage)
-                            exc.attempts = tuple(attempts)
-                            raise
-                        delay = None
-                        if decision == "retry" and retry < route.retry.max_retries:
-                            delay = route.retry.delay(retry + 1, exc)
-                        if delay is not None:
-                            record = AttemptRecord(target, "retried", exc.to_info(), timing)
-                            attempts.append(record)
-                            ended(target, record, usage)
-                            yield AttemptFailed(record)
-                            retry += 1
-                            await _sleep(delay)
-                            if not breakers.allow(key, threshold, cooldown):
-                                break
-                            continue
-                        record = AttemptRecord(target, "failed", exc.to_info(), timing)
-                        attempts.append(record)
-                        ended(target, record, usage)
-                        yield AttemptFailed(record)
-                        if decision == "raise":
-                            exc.attempts = tuple(attempts)
-                            raise
-                        if isinstance(exc, ContentFilterError) and redirects and not redirected:
-                            queue, redirected = list(redirects), True
-                        break
-                    except BaseException:
-                        breakers.release(key)  # cancelled: no verdict on the target's health
-                        raise
-                    breakers.success(key)
-                    outcome = run.outcome
-                    assert outcome is not None
-                    self._probe(target, request, outcome.usage)
-                    if outcome.finish_reason == "content_filter" and redirects and not redirected:
-                        record = AttemptRecord(target, "redirected", None, outcome.timing)
-                        attempts.append(record)
-                        ended(target, record, outcome.usage)
-                        queue, redirected = list(redirects), True
-                        break
-                    value: Any = None
-                    warnings = outcome.warnings
-                    if structured is not None and plan is not None:
-                        value, errors = structured.schema.validate(outcome.text)
-                        if errors:
-                            violation = SchemaViolationError(
-                                f"{target}: the response does not satisfy the schema: "
-                                + "; ".join(errors[:5]),
-                                provider=target.provider,
-                                text=outcome.text,
-                                errors=errors,
-                            )
-                            if repairs < structured.repair.max_attempts:
-                                from .._structured.output import repair_messages
-
-                                # Re-run inside the same stream: the next segment opens
-                                # with a fresh attempt_start and no AttemptFailed.
-                                record = AttemptRecord(
-                                    target, "retried", violation.to_info(), outcome.timing
-                                )
-                                attempts.append(record)
-                                ended(target, record, outcome.usage)
-                                repairs += 1
-                                request = replace(
-                                    request,
-                                    messages=request.messages
-                                    + tuple(repair_messages(outcome.text, errors)),
-                                )
-                                continue
-                            record = AttemptRecord(
-                                target, "failed", violation.to_info(), outcome.timing
-                            )
-                            attempts.append(record)
-                            ended(target, record, outcome.usage)
-                            violation.attempts = tuple(attempts)
-                            raise violation
-                        warnings = (*plan.warnings, *warnings)
-                    usage = outcome.usage
-                    cost = self.pricing_table.cost(
-                        usage,
-                        target.provider_id,
-                        target.model,
-                        convention=self._profile(target.provider_id).usage or UsageConvention(),
-                    )
-                    if cost is not None:
-                        usage = replace(usage, cost_usd=cost)
-                    record = AttemptRecord(target, "ok", None, outcome.timing)
-                    attempts.append(record)
-                    ended(target, record, usage)
-                    result = Generation(
-                        text=outcome.text,
-                        structured=value,
-                        tool_calls=outcome.tool_calls,
-                        target=target,
-                        finish_reason=outcome.finish_reason,
-                        usage=usage,
-                        timing=outcome.timing,
-                        structured_mechanism=plan.mechanism if plan is not None else None,
-                        repair_attempts=repairs,
-                        attempts=tuple(attempts),
-                        warnings=warnings,
-                        raw=outcome.raw,
-                        reasoning=outcome.reasoning,
-                    )
-                    if tel is not None:
-                        send(
-                            RequestEnded(
-                                request_id=request_id,
-                                metadata=meta,
-                                ok=True,
-                                target=target,
-                                usage=usage,
-                                cost_usd=usage.cost_usd,
-                                timing=outcome.timing,
-                                finish_reason=outcome.finish_reason,
-                                text=outcome.text,
-                                tool_calls=outcome.tool_calls,
-                            )
-                        )
-                    yield StreamEnded(result)
-                    return
-            tried = [a for a in attempts if a.error is not None]
-            last = tried[-1].error if tried else None
-            if last is not None:
-                detail = f": last error {last.type_name}: {last.detail}"
-            elif attempts:
-                detail = ": every target was skipped as unhealthy"
-            else:
-                detail = ""
-            raise AllTargetsFailedError(
-                f"all {len(targets)} target(s) failed{detail}", attempts=attempts
-            )
-        except AnyInferError as exc:
-            if tel is not None:
-                info, final_usage = exc.to_info(), last_usage
-                send(
-                    RequestEnded(
-                        request_id=request_id,
-                        metadata=meta,
-                        ok=False,
-                        usage=final_usage,
-                        error=info,
-                    )
-                )
-            raise
-
-    def _gate(self, request: GenerationRequest, target: ResolvedTarget) -> None:
-        """The context gate: refuse before dispatch when the prompt provably cannot fit.
-
-        Raises:
-            ContextWindowError: When a trusted window is exceeded by the estimate's floor.
-        """
-        if not self._context_gate:
-            return
-        from .._knowledge.budget import compute_budget, context_gate_error, gate_refuses
-
-        caps = self._capabilities().get(
-            f"{target.provider}:{target.model}", provider_id=target.provider_id
-        )
-        if caps.context_window is None:
-            return
-        budget = compute_budget(
-            request.messages,
-            capabilities=caps,
+        attempts = AttemptRunner(
+            self._targets,
+            self._breakers,
             estimator=self._estimator,
-            tools=request.tools,
-            schema=_schema_mapping(request.response_format),
-            model=target.model,
-            sampling_max_output=request.sampling.max_output_tokens,
+            context_gate=self._context_gate,
         )
-        if gate_refuses(budget):
-            raise context_gate_error(budget, provider=target.provider, model=target.model)
-
-    def _probe(self, target: ResolvedTarget, request: GenerationRequest, usage: Usage) -> None:
-        """Record what a successful response showed about the model (probe layer)."""
-        if not request.stream:
-            return
-        from .._knowledge.capabilities import ModelCapabilities
-
-        self._capabilities().record(
-            f"{target.provider}:{target.model}",
-            ModelCapabilities(streaming_usage=not usage.is_empty()),
-            "probe",
-        )
+        self._router = Router(attempts, self._breakers, self._telemetry)
+        return self._router
 
     async def generate(
         self,
@@ -1179,31 +757,11 @@ class AsyncClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _counts_against_health(error: AnyInferError, decision: str) -> bool:
-    """Whether a failure says something about the target rather than the request.
-
-    The caller's own limits do not: a full connection pool (`PoolExhaustedError`) or a
-    response cut at the caller's `max_response_bytes` (`ResponseTooLargeError`) must not
-    open the breaker that every other caller of the target shares.
-    """
-    if decision == "raise" or isinstance(
-        error, ContextWindowError | ContentFilterError | PoolExhaustedError | ResponseTooLargeError
-    ):
-        return False
-    return not isinstance(error, ConfigError)
-
-
 async def _to_thread(func: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
     """`asyncio.to_thread`, importing asyncio only when first needed."""
     import asyncio
 
     return await asyncio.to_thread(func, *args, **kwargs)
-
-
-async def _sleep(seconds: float) -> None:
-    import asyncio
-
-    await asyncio.sleep(seconds)
 
 
 def _budget_schema(schema: Any) -> Mapping[str, Any] | None:
@@ -1213,26 +771,3 @@ def _budget_schema(schema: Any) -> Mapping[str, Any] | None:
     from .._structured.output import normalize_schema
 
     return normalize_schema(schema).json_schema
-
-
-def _schema_mapping(schema: Any) -> Mapping[str, Any] | None:
-    """A JSON Schema mapping from a mapping, a response format, or a pydantic model."""
-    if schema is None:
-        return None
-    if isinstance(schema, Mapping):
-        inner = schema.get("schema") if schema.get("type") == "json_schema" else None
-        return inner if isinstance(inner, Mapping) else schema
-    to_schema = getattr(schema, "model_json_schema", None)
-    if callable(to_schema):
-        result = to_schema()
-        if isinstance(result, Mapping):
-            return result
-    raise ConfigError(f"cannot read a JSON Schema from {type(schema).__name__}")
-
-
-@dataclass(frozen=True, slots=True)
-class _Structured:
-    """A request's normalized schema and its repair budget."""
-
-    schema: NormalizedSchema
-    repair: Repair

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import generate
 
 import anyinfer as ai
 
@@ -66,14 +67,6 @@ def client_for(**handlers: Callable[[httpx.Request], httpx.Response]) -> ai.Asyn
             for name, h in handlers.items()
         ]
     )
-
-
-def generate(client: ai.AsyncClient, **kw: Any) -> ai.Generation:
-    async def go() -> ai.Generation:
-        async with client:
-            return await client.generate("hi", **kw)
-
-    return asyncio.run(go())
 
 
 def test_retryable_error_is_retried_then_succeeds() -> None:
@@ -148,6 +141,68 @@ def test_content_filter_finish_is_redirected() -> None:
     assert [x.outcome for x in result.attempts] == ["redirected", "ok"]
     marks = [e for e in events if isinstance(e, ai.TimingMark) and e.name == "attempt_start"]
     assert len(marks) == 2 and not any(isinstance(e, ai.AttemptFailed) for e in events)
+
+
+class Seen:
+    """A telemetry observer that keeps every event."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def on_event(self, event: Any) -> None:
+        self.events.append(event)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_content_policy_error_is_redirected_without_attempt_failed(stream: bool) -> None:
+    refused = err(400, "Your request was rejected by our safety system", "content_policy_violation")
+    a, safe = Script(refused), Script(ok("handled"))
+    route = ai.Route("a:m", retry=FAST, content_policy_targets=["safe:m"])
+    seen = Seen()
+
+    async def go() -> tuple[ai.Generation, list[ai.StreamEvent]]:
+        async with client_for(a=a, safe=safe) as client:
+            client.subscribe(seen)
+            if not stream:
+                return await client.generate("hi", route=route), []
+            async with client.stream("hi", route=route) as s:
+                events = [e async for e in s]
+            return s.result, events
+
+    result, events = asyncio.run(go())
+    assert result.text == "handled" and result.target.provider == "safe" and a.calls == 1
+    assert [x.outcome for x in result.attempts] == ["redirected", "ok"]
+    refusal = result.attempts[0].error
+    assert refusal is not None and refusal.type_name == "ContentFilterError"
+    assert not any(isinstance(e, ai.AttemptFailed) for e in events)
+    if stream:
+        marks = [e for e in events if isinstance(e, ai.TimingMark) and e.name == "attempt_start"]
+        assert len(marks) == 2
+    ended = [e.outcome for e in seen.events if isinstance(e, ai.AttemptEnded)]
+    assert ended == ["redirected", "ok"]
+
+
+def test_content_policy_error_redirects_once_then_falls_through() -> None:
+    refused = err(400, "blocked by the content_filter", "content_filter")
+    a, safe = Script(refused), Script(refused)
+    route = ai.Route("a:m", retry=FAST, content_policy_targets=["safe:m"])
+    with pytest.raises(ai.AllTargetsFailedError) as info:
+        generate(client_for(a=a, safe=safe), route=route)
+    assert [x.outcome for x in info.value.attempts] == ["redirected", "failed"]
+    assert a.calls == 1 and safe.calls == 1
+
+
+def test_content_policy_error_the_route_raises_is_not_redirected() -> None:
+    refused = err(400, "blocked by the content_filter", "content_filter")
+    a, safe = Script(refused), Script(ok("handled"))
+
+    def decide(e: ai.AnyInferError) -> ai.Decision:
+        return "raise" if isinstance(e, ai.ContentFilterError) else ai.default_decision(e)
+
+    route = ai.Route("a:m", content_policy_targets=["safe:m"], decide=decide)
+    with pytest.raises(ai.ContentFilterError) as info:
+        generate(client_for(a=a, safe=safe), route=route)
+    assert [x.outcome for x in info.value.attempts] == ["failed"] and safe.calls == 0
 
 
 def test_content_filter_without_redirect_surfaces() -> None:

@@ -382,3 +382,146 @@ def test_otel_observer_works_with_apis_before_bucket_advice() -> None:
     emit_all(Telemetry([observer]), scenario())
     assert ("gen_ai.client.token.usage", 12) in recorded
     assert any(name == "gen_ai.client.operation.duration" for name, _ in recorded)
+
+
+# --- what the client reports, request by request ---------------------------------------
+
+
+def _sse(*payloads: dict[str, Any], done: bool = True) -> bytes:
+    import json
+
+    body = "".join(f"data: {json.dumps(p)}\n\n" for p in payloads)
+    return (body + ("data: [DONE]\n\n" if done else "")).encode()
+
+
+def _delta(text: str | None = None, finish: str | None = None) -> dict[str, Any]:
+    delta = {} if text is None else {"content": text}
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+USAGE_CHUNK = {"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}}
+
+
+def _observed_client(**bodies: list[tuple[int, bytes]]) -> tuple[Any, Recorder]:
+    import httpx
+
+    import anyinfer as ai
+
+    def serving(answers: list[tuple[int, bytes]]) -> Any:
+        def handler(request: httpx.Request) -> httpx.Response:
+            status, body = answers.pop(0) if len(answers) > 1 else answers[0]
+            kind = "text/event-stream" if status == 200 else "application/json"
+            return httpx.Response(status, content=body, headers={"content-type": kind})
+
+        return handler
+
+    rec = Recorder()
+    client = ai.AsyncClient(
+        [
+            ai.ProviderSettings(
+                "openai", alias=name, api_key="sk-x", transport=httpx.MockTransport(serving(b))
+            )
+            for name, b in bodies.items()
+        ],
+        observers=[rec],
+    )
+    return client, rec
+
+
+def _summary(events: list[TelemetryEvent]) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    for e in events:
+        if isinstance(e, AttemptStarted):
+            out.append(("AttemptStarted", e.target.provider, e.attempt))
+        elif isinstance(e, AttemptEnded):
+            error = e.error.type_name if e.error is not None else None
+            out.append(("AttemptEnded", e.target.provider, e.outcome, error, e.usage))
+        elif isinstance(e, FirstToken | UsageReported):
+            out.append((type(e).__name__, e.target.provider))
+        elif isinstance(e, RequestEnded):
+            target = e.target.provider if e.target is not None else None
+            error = e.error.type_name if e.error is not None else None
+            out.append(("RequestEnded", e.ok, target, error, e.usage))
+        else:
+            out.append((type(e).__name__,))
+    return out
+
+
+def test_client_reports_retries_fallbacks_and_the_answer_in_order() -> None:
+    import asyncio
+
+    import anyinfer as ai
+
+    overloaded = (503, b'{"error": {"message": "busy", "type": "x"}}')
+    answer = (200, _sse(_delta("hel"), _delta("lo"), _delta(finish="stop"), USAGE_CHUNK))
+    client, rec = _observed_client(a=[overloaded], b=[answer])
+    route = ai.Route(
+        ["a:m", "b:m"], retry=ai.RetryPolicy(max_retries=1, backoff_base_s=0.001, jitter=0.0)
+    )
+
+    async def go() -> ai.Generation:
+        async with client, client.stream("hi", route=route, metadata={"k": "v"}) as stream:
+            return await stream.collect()
+
+    result = asyncio.run(go())
+    assert result.text == "hello"
+    usage = Usage(4, 2)
+    assert _summary(rec.events) == [
+        ("RequestStarted",),
+        ("AttemptStarted", "a", 1),
+        ("AttemptEnded", "a", "retried", "OverloadedError", Usage()),
+        ("AttemptStarted", "a", 2),
+        ("AttemptEnded", "a", "failed", "OverloadedError", Usage()),
+        ("AttemptStarted", "b", 3),
+        ("FirstToken", "b"),
+        ("UsageReported", "b"),
+        ("AttemptEnded", "b", "ok", None, result.usage),
+        ("RequestEnded", True, "b", None, result.usage),
+    ]
+    assert result.usage.input_tokens == usage.input_tokens
+    assert len({e.request_id for e in rec.events}) == 1
+    assert all(e.metadata == {"k": "v"} for e in rec.events)
+    started = rec.events[0]
+    assert isinstance(started, RequestStarted)
+    assert started.targets == ("a:m", "b:m") and started.stream
+
+
+def test_client_reports_a_failed_request_with_the_usage_it_flushed() -> None:
+    import asyncio
+
+    import anyinfer as ai
+
+    cut = (200, _sse(USAGE_CHUNK, done=False))  # usage, then the connection ends
+    client, rec = _observed_client(a=[cut])
+    route = ai.Route("a:m", retry=ai.RetryPolicy(max_retries=0))
+
+    async def go() -> None:
+        async with client, client.stream("hi", route=route) as stream:
+            await stream.collect()
+
+    with pytest.raises(ai.AllTargetsFailedError):
+        asyncio.run(go())
+    flushed = Usage(4, 2)
+    assert _summary(rec.events) == [
+        ("RequestStarted",),
+        ("AttemptStarted", "a", 1),
+        ("UsageReported", "a"),
+        ("AttemptEnded", "a", "failed", "StreamError", flushed),
+        ("RequestEnded", False, None, "AllTargetsFailedError", flushed),
+    ]
+
+
+def test_an_unobserved_request_gets_the_silent_instrument() -> None:
+    from anyinfer._client.instrument import SILENT, Instrument, instrument
+
+    telemetry = Telemetry()
+    assert instrument(telemetry, {}) is SILENT
+
+    async def events() -> Any:
+        yield RequestStarted(request_id="r")
+
+    gen = events()
+    assert SILENT.watch(gen, TARGET) is gen  # no wrapper, no per-event cost
+    telemetry.subscribe(Recorder())
+    observed = instrument(telemetry, {"k": "v"})
+    assert type(observed) is Instrument and observed is not instrument(telemetry, {})

@@ -1,0 +1,198 @@
+"""Instrumentation: one request's telemetry, a method per event kind.
+
+The router and the attempt runner report what happens to a request by calling methods of
+its `Instrument` — `request_started`, `attempt_started`, `watch` (which reports
+`FirstToken` and `UsageReported` as the attempt's events pass), `attempt_ended`, and
+`request_ended` or `request_failed`. When the client has no observer at the start of a
+request, the request gets `SILENT`, whose methods do nothing and whose `watch` hands the
+events back untouched: the request flow carries no telemetry branches, and an
+unobserved request builds no telemetry event and no request id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+
+from .._errors import AnyInferError
+from .._request import GenerationRequest
+from .._stream.events import StreamEvent, TimingMark, UsageUpdate
+from .._telemetry import (
+    AttemptEnded,
+    AttemptStarted,
+    FirstToken,
+    RequestEnded,
+    RequestStarted,
+    Telemetry,
+    UsageReported,
+    new_request_id,
+)
+from .._types import AttemptRecord, Generation, ResolvedTarget, Usage
+
+__all__ = ["SILENT", "Instrument", "instrument"]
+
+
+class Instrument:
+    """Emits one request's telemetry events to the client's observers.
+
+    Args:
+        telemetry: The client's observer hub.
+        metadata: The caller's metadata, carried by every event.
+    """
+
+    __slots__ = ("_metadata", "_request_id", "_telemetry")
+
+    def __init__(self, telemetry: Telemetry, metadata: Mapping[str, str]) -> None:
+        self._telemetry = telemetry
+        self._metadata = metadata
+        self._request_id = new_request_id()
+
+    def request_started(
+        self, targets: tuple[ResolvedTarget, ...], request: GenerationRequest
+    ) -> None:
+        """`RequestStarted`: the request was accepted and is about to be routed."""
+        self._telemetry.deliver(
+            RequestStarted(
+                request_id=self._request_id,
+                metadata=self._metadata,
+                targets=tuple(map(str, targets)),
+                stream=request.stream,
+                messages=request.messages,
+            )
+        )
+
+    def attempt_started(self, target: ResolvedTarget, number: int) -> None:
+        """`AttemptStarted`: attempt `number` (1-based, within the request) is being sent."""
+        self._telemetry.deliver(
+            AttemptStarted(
+                request_id=self._request_id,
+                metadata=self._metadata,
+                target=target,
+                attempt=number,
+            )
+        )
+
+    async def watch(
+        self, events: AsyncGenerator[StreamEvent, None], target: ResolvedTarget
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Pass an attempt's events through, reporting `FirstToken` and `UsageReported`.
+
+        Args:
+            events: The attempt's events (closed when this generator is).
+            target: The attempt's target.
+        """
+        deliver = self._telemetry.deliver
+        async with aclosing(events) as inner:
+            async for event in inner:
+                if type(event) is UsageUpdate:
+                    deliver(
+                        UsageReported(
+                            request_id=self._request_id,
+                            metadata=self._metadata,
+                            target=target,
+                            usage=event.usage,
+                        )
+                    )
+                elif type(event) is TimingMark and event.name == "first_token":
+                    deliver(
+                        FirstToken(
+                            request_id=self._request_id,
+                            metadata=self._metadata,
+                            target=target,
+                            at_ms=event.at_ms,
+                        )
+                    )
+                yield event
+
+    def attempt_ended(self, record: AttemptRecord, usage: Usage) -> None:
+        """`AttemptEnded`: one attempt finished (`usage` includes what a failure flushed)."""
+        self._telemetry.deliver(
+            AttemptEnded(
+                request_id=self._request_id,
+                metadata=self._metadata,
+                target=record.target,
+                outcome=record.outcome,
+                error=record.error,
+                timing=record.timing,
+                usage=usage,
+            )
+        )
+
+    def request_ended(self, result: Generation) -> None:
+        """`RequestEnded` for a request that produced `result`."""
+        usage = result.usage
+        self._telemetry.deliver(
+            RequestEnded(
+                request_id=self._request_id,
+                metadata=self._metadata,
+                ok=True,
+                target=result.target,
+                usage=usage,
+                cost_usd=usage.cost_usd,
+                timing=result.timing,
+                finish_reason=result.finish_reason,
+                text=result.text,
+                tool_calls=result.tool_calls,
+            )
+        )
+
+    def request_failed(self, error: AnyInferError, usage: Usage) -> None:
+        """`RequestEnded` for a request that raised `error` (`usage`: the last failure's)."""
+        self._telemetry.deliver(
+            RequestEnded(
+                request_id=self._request_id,
+                metadata=self._metadata,
+                ok=False,
+                usage=usage,
+                error=error.to_info(),
+            )
+        )
+
+
+class _Silent(Instrument):
+    """The instrument of a request nobody observes: every method does nothing."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        pass
+
+    def request_started(
+        self, targets: tuple[ResolvedTarget, ...], request: GenerationRequest
+    ) -> None:
+        """Nothing to report."""
+
+    def attempt_started(self, target: ResolvedTarget, number: int) -> None:
+        """Nothing to report."""
+
+    def watch(
+        self, events: AsyncGenerator[StreamEvent, None], target: ResolvedTarget
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """The events themselves: no wrapper, no per-event cost."""
+        return events
+
+    def attempt_ended(self, record: AttemptRecord, usage: Usage) -> None:
+        """Nothing to report."""
+
+    def request_ended(self, result: Generation) -> None:
+        """Nothing to report."""
+
+    def request_failed(self, error: AnyInferError, usage: Usage) -> None:
+        """Nothing to report."""
+
+
+SILENT: Instrument = _Silent()
+"""The shared no-op instrument."""
+
+
+def instrument(telemetry: Telemetry, metadata: Mapping[str, str]) -> Instrument:
+    """The instrument for a request starting now: `SILENT` when nobody observes.
+
+    Observers subscribed after a request started see that request's events from the
+    next request on; observers that leave mid-request stop receiving at once.
+
+    Args:
+        telemetry: The client's observer hub.
+        metadata: The caller's metadata for the request.
+    """
+    return Instrument(telemetry, metadata) if telemetry.active else SILENT

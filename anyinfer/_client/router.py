@@ -1,0 +1,104 @@
+"""The router: one request's walk over its route's targets.
+
+`Router.run` is the event stream behind `stream()`, `generate()` and each `run_tools`
+round. It takes the route's targets in order: a target whose circuit breaker is open is
+skipped (recorded `skipped_unhealthy`, nothing sent); any other is handed to the attempt
+runner (`anyinfer._client.attempt`), which retries it, gives it up, redirects its
+content-policy refusal, or produces the result. A redirect replaces the rest of the
+route with `Route.content_policy_targets`, once per request. The first result ends the
+stream with `StreamEnded`; a route that runs out raises `AllTargetsFailedError` carrying
+every attempt's record. Telemetry brackets the request (`RequestStarted`, then one
+`RequestEnded` either way) through the request's `Instrument`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from dataclasses import replace
+from typing import Any
+
+from .._errors import AnyInferError
+from .._request import GenerationRequest
+from .._stream.events import StreamEnded, StreamEvent
+from .._telemetry import Telemetry
+from .._types import AttemptRecord, ResolvedTarget, Usage
+from .attempt import AttemptRunner, Structured, Trail
+from .health import Breakers
+from .instrument import instrument
+from .route import Route
+
+__all__ = ["Router"]
+
+
+class Router:
+    """Routes requests over their targets (see the module docstring).
+
+    Args:
+        attempts: Runs a request's attempts on one target.
+        breakers: The client's circuit breakers.
+        telemetry: The client's observer hub.
+    """
+
+    __slots__ = ("_attempts", "_breakers", "_telemetry")
+
+    def __init__(self, attempts: AttemptRunner, breakers: Breakers, telemetry: Telemetry) -> None:
+        self._attempts = attempts
+        self._breakers = breakers
+        self._telemetry = telemetry
+
+    async def run(
+        self,
+        route: Route,
+        targets: tuple[ResolvedTarget, ...],
+        redirects: tuple[ResolvedTarget, ...],
+        base: GenerationRequest,
+        provider_options: Mapping[str, Mapping[str, Any]],
+        structured: Structured | None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One request's event stream.
+
+        Args:
+            route: The route's policies (retry, decide, breaker).
+            targets: The route's targets, resolved, in order.
+            redirects: Its content-policy targets, resolved.
+            base: The request, without a model or provider options yet.
+            provider_options: Extra body fields per provider (instance id first, then
+                engine id).
+            structured: The structured output asked for, if any.
+
+        Raises:
+            AllTargetsFailedError: Every target failed or was skipped.
+            AnyInferError: An attempt's error that ends the route (see `AttemptRunner`).
+        """
+        tel = instrument(self._telemetry, base.metadata)
+        tel.request_started(targets, base)
+        trail = Trail(tel, may_redirect=bool(redirects))
+        queue = list(targets)
+        threshold, cooldown = route.breaker_threshold, route.breaker_cooldown_s
+        try:
+            while queue:
+                target = queue.pop(0)
+                if not self._breakers.allow(str(target), threshold, cooldown):
+                    trail.record(AttemptRecord(target, "skipped_unhealthy"), Usage())
+                    continue
+                options = provider_options.get(target.provider) or provider_options.get(
+                    target.provider_id, {}
+                )
+                request = replace(base, model=target.model, provider_options=dict(options))
+                runs = self._attempts.run(target, request, route, structured, trail)
+                async with aclosing(runs) as events:
+                    async for event in events:
+                        yield event
+                result = trail.result
+                if result is not None:
+                    tel.request_ended(result)
+                    yield StreamEnded(result)
+                    return
+                if trail.redirected:
+                    queue = list(redirects)
+                    trail.redirected = trail.may_redirect = False
+            raise trail.exhausted(len(targets))
+        except AnyInferError as exc:
+            tel.request_failed(exc, trail.last_usage)
+            raise
