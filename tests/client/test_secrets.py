@@ -300,3 +300,20 @@ def test_a_credential_in_provider_options_is_registered() -> None:
         with ai.Client([settings]) as client:
             client.generate("hi", route=_route())
     assert redact(f"{token} opt-header-value-0123456789") == f"{MASK} {MASK}"
+
+
+def test_a_refused_key_moves_the_route_to_its_next_target() -> None:
+    with FakeServer("openai-chat", [Script(pieces=(Text("fallback ok"),))]) as srv:
+        bad = ai.ProviderSettings(
+            "openai", api_key="sk-bad-key-0123456789\n", base_url=srv.base_url
+        )
+        good = ai.ProviderSettings(
+            "openai", alias="backup", api_key="sk-good-key-0123456789", base_url=srv.base_url
+        )
+        route = ai.Route(["openai:m", "backup:m"], retry=NO_RETRY)
+        with ai.Client([bad, good]) as client:
+            result = client.generate("hi", route=route)
+        assert srv.served == 1
+    assert result.text == "fallback ok"
+    trail = [(a.outcome, a.error.type_name if a.error else None) for a in result.attempts]
+    assert trail == [("failed", "ConfigError"), ("ok", None)]
