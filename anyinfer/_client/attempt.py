@@ -1,7 +1,9 @@
 """The attempt runner: a request's attempts on one target.
 
-`AttemptRunner.run` sends a request to one target until something settles it, yielding
-every event of every attempt as it goes:
+`AttemptRunner.on(target, ...)` returns a `TargetAttempts`: the state of a request's
+attempts on that target, and the decision after each one. The router iterates each
+attempt's events itself (one generator between the adapter's parts and the caller, so
+no per-event hop here) and asks `TargetAttempts` what the outcome means (a `Step`):
 
 - Before dispatch, the target's adapter is built and the context gate checked (a prompt
   that provably cannot fit the model's known window fails here, without a request).
@@ -24,9 +26,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Mapping
-from contextlib import aclosing
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._adapters.profile import UsageConvention
 from .._errors import (
@@ -41,11 +42,11 @@ from .._errors import (
 )
 from .._request import GenerationRequest
 from .._stream.core import AttemptOutcome, AttemptRun
-from .._stream.events import AttemptFailed, StreamEvent, TimingMark
+from .._stream.events import AttemptFailed, StreamEvent
 from .._types import AttemptRecord, Generation, ResolvedTarget, Usage
 from .health import Breakers
 from .instrument import Instrument
-from .route import Decision, Route
+from .route import Route
 from .targets import Targets
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from .._knowledge.capabilities import ModelCapabilities
     from .._structured.output import NormalizedSchema, Repair, StructuredPlan
 
-__all__ = ["AttemptRunner", "Structured", "Trail"]
+__all__ = ["AttemptRunner", "Step", "Structured", "TargetAttempts", "Trail"]
 
 
 class Trail:
@@ -67,8 +68,6 @@ class Trail:
             failed request reports.
         may_redirect: Whether a content-policy refusal can still be redirected (the
             route has redirect targets and has not used them yet).
-        redirected: Set by the runner when a refusal sends the route to its redirect
-            targets.
         result: The request's result, once an attempt succeeded.
     """
 
@@ -77,7 +76,6 @@ class Trail:
         "instrument",
         "last_usage",
         "may_redirect",
-        "redirected",
         "result",
         "started",
     )
@@ -88,7 +86,6 @@ class Trail:
         self.started = 0
         self.last_usage = Usage()
         self.may_redirect = may_redirect
-        self.redirected = False
         self.result: Generation | None = None
 
     def record(self, record: AttemptRecord, usage: Usage) -> AttemptRecord:
@@ -180,7 +177,8 @@ class Structured:
 
 
 class AttemptRunner:
-    """Runs a request's attempts on one target (see the module docstring).
+    """What every attempt needs from the client: adapters, the context gate, breakers,
+    probes and pricing. `on()` begins one target's attempts.
 
     Args:
         targets: Adapters, capabilities and pricing.
@@ -189,7 +187,7 @@ class AttemptRunner:
         context_gate: Whether the context gate is on.
     """
 
-    __slots__ = ("_breakers", "_context_gate", "_estimator", "_targets")
+    __slots__ = ("_context_gate", "_estimator", "breakers", "targets")
 
     def __init__(
         self,
@@ -199,159 +197,31 @@ class AttemptRunner:
         estimator: TokenEstimator | None,
         context_gate: bool,
     ) -> None:
-        self._targets = targets
-        self._breakers = breakers
+        self.targets = targets
+        self.breakers = breakers
         self._estimator = estimator
         self._context_gate = context_gate
 
-    async def run(
+    def on(
         self,
         target: ResolvedTarget,
         request: GenerationRequest,
         route: Route,
         structured: Structured | None,
         trail: Trail,
-    ) -> AsyncGenerator[StreamEvent, None]:
-        """Attempt `request` on `target`, yielding every attempt's events.
-
-        Ends when an attempt succeeded (`trail.result` is set), a refusal was redirected
-        (`trail.redirected` is set), or the target was given up (neither is set).
-
-        Raises:
-            AnyInferError: A failure after content was shown, one the route decides to
-                raise, or a schema violation once the repair budget is spent; the error
-                carries the trail so far.
-        """
-        key = str(target)
-        threshold, cooldown = route.breaker_threshold, route.breaker_cooldown_s
-        breakers = self._breakers
-        instrument = trail.instrument
+    ) -> TargetAttempts:
+        """Begin a request's attempts on `target` (the structured-output plan is made here)."""
         plan: StructuredPlan | None = None
         if structured is not None:
             plan, request = structured.plan(
                 request,
-                self._targets.capabilities(target),
+                self.targets.capabilities(target),
                 target,
-                self._targets.profile(target.provider_id).structured,
+                self.targets.profile(target.provider_id).structured,
             )
-        retries = repairs = 0
-        while True:
-            trail.started += 1
-            instrument.attempt_started(target, trail.started)
-            run: AttemptRun | None = None
-            try:
-                try:
-                    adapter = self._targets.adapter(target.provider)
-                    self._gate(request, target)
-                except AnyInferError:
-                    yield TimingMark("attempt_start", 0.0)
-                    raise
-                run = AttemptRun(adapter.generate(request), target, streamed=request.stream)
-                async with aclosing(instrument.watch(run.events(), target)) as events:
-                    async for event in events:
-                        yield event
-            except AnyInferError as exc:
-                timing = run.timing() if run is not None else None
-                usage = run.usage if run is not None else Usage()
-                trail.last_usage = usage
-                decision = route.decide(exc)
-                if _counts_against_health(exc, decision):
-                    breakers.failure(key, threshold)
-                else:
-                    breakers.release(key)
-                if run is not None and run.had_content:
-                    # Content was shown: no retry, no fallback. Usage already went out as
-                    # events before this exception (failure-path flush).
-                    trail.record(AttemptRecord(target, "failed", exc.to_info(), timing), usage)
-                    trail.seal(exc)
-                    raise
-                delay = self._backoff(route, decision, retries, exc)
-                if delay is not None:
-                    record = AttemptRecord(target, "retried", exc.to_info(), timing)
-                    yield AttemptFailed(trail.record(record, usage))
-                    retries += 1
-                    await asyncio.sleep(delay)
-                    if not breakers.allow(key, threshold, cooldown):
-                        return
-                    continue
-                if (
-                    decision != "raise"
-                    and trail.may_redirect
-                    and isinstance(exc, ContentFilterError)
-                ):
-                    # Refused on content policy before any content: redirected, like a
-                    # `content_filter` finish, so no AttemptFailed.
-                    trail.record(AttemptRecord(target, "redirected", exc.to_info(), timing), usage)
-                    trail.redirected = True
-                    return
-                record = AttemptRecord(target, "failed", exc.to_info(), timing)
-                yield AttemptFailed(trail.record(record, usage))
-                if decision == "raise":
-                    trail.seal(exc)
-                    raise
-                return
-            except BaseException:
-                breakers.release(key)  # cancelled: no verdict on the target's health
-                raise
-            breakers.success(key)
-            outcome = run.outcome
-            assert outcome is not None
-            self._probe(target, request, outcome.usage)
-            if outcome.finish_reason == "content_filter" and trail.may_redirect:
-                trail.record(
-                    AttemptRecord(target, "redirected", None, outcome.timing), outcome.usage
-                )
-                trail.redirected = True
-                return
-            value: Any = None
-            warnings = outcome.warnings
-            if structured is not None and plan is not None:
-                value, violation = structured.check(outcome, target)
-                if violation is not None:
-                    if repairs < structured.repair.max_attempts:
-                        # Re-run inside the same stream: the next segment opens with a
-                        # fresh attempt_start and no AttemptFailed.
-                        record = AttemptRecord(
-                            target, "retried", violation.to_info(), outcome.timing
-                        )
-                        trail.record(record, outcome.usage)
-                        repairs += 1
-                        request = structured.repaired(request, violation)
-                        continue
-                    record = AttemptRecord(target, "failed", violation.to_info(), outcome.timing)
-                    trail.record(record, outcome.usage)
-                    trail.seal(violation)
-                    raise violation
-                warnings = (*plan.warnings, *warnings)
-            usage = self._priced(target, outcome.usage)
-            trail.record(AttemptRecord(target, "ok", None, outcome.timing), usage)
-            trail.result = Generation(
-                text=outcome.text,
-                structured=value,
-                tool_calls=outcome.tool_calls,
-                target=target,
-                finish_reason=outcome.finish_reason,
-                usage=usage,
-                timing=outcome.timing,
-                structured_mechanism=plan.mechanism if plan is not None else None,
-                repair_attempts=repairs,
-                attempts=tuple(trail.attempts),
-                warnings=warnings,
-                raw=outcome.raw,
-                reasoning=outcome.reasoning,
-            )
-            return
+        return TargetAttempts(self, target, request, route, structured, plan, trail)
 
-    @staticmethod
-    def _backoff(
-        route: Route, decision: Decision, retries: int, error: AnyInferError
-    ) -> float | None:
-        """Seconds to wait before retrying the target, or `None` to give it up."""
-        if decision == "retry" and retries < route.retry.max_retries:
-            return route.retry.delay(retries + 1, error)
-        return None
-
-    def _gate(self, request: GenerationRequest, target: ResolvedTarget) -> None:
+    def gate(self, request: GenerationRequest, target: ResolvedTarget) -> None:
         """The context gate: refuse before dispatch when the prompt provably cannot fit.
 
         Raises:
@@ -361,7 +231,7 @@ class AttemptRunner:
             return
         from .._knowledge.budget import compute_budget, context_gate_error, gate_refuses
 
-        caps = self._targets.capabilities(target)
+        caps = self.targets.capabilities(target)
         if caps.context_window is None:
             return
         budget = compute_budget(
@@ -376,27 +246,202 @@ class AttemptRunner:
         if gate_refuses(budget):
             raise context_gate_error(budget, provider=target.provider, model=target.model)
 
-    def _probe(self, target: ResolvedTarget, request: GenerationRequest, usage: Usage) -> None:
+    def probe(self, target: ResolvedTarget, request: GenerationRequest, usage: Usage) -> None:
         """Record what a successful response showed about the model (probe layer)."""
         if not request.stream:
             return
         from .._knowledge.capabilities import ModelCapabilities
 
-        self._targets.store.record(
+        self.targets.store.record(
             f"{target.provider}:{target.model}",
             ModelCapabilities(streaming_usage=not usage.is_empty()),
             "probe",
         )
 
-    def _priced(self, target: ResolvedTarget, usage: Usage) -> Usage:
+    def priced(self, target: ResolvedTarget, usage: Usage) -> Usage:
         """`usage` with `cost_usd` filled in, where the target's pricing is known."""
-        cost = self._targets.pricing.cost(
+        cost = self.targets.pricing.cost(
             usage,
             target.provider_id,
             target.model,
-            convention=self._targets.profile(target.provider_id).usage or UsageConvention(),
+            convention=self.targets.profile(target.provider_id).usage or UsageConvention(),
         )
         return usage if cost is None else replace(usage, cost_usd=cost)
+
+
+Step = Literal["retry", "again", "next", "redirect", "raise", "done"]
+"""What the router does after an attempt: `retry` the target after `backoff()`, run it
+`again` at once (a schema repair), go to the `next` target, `redirect` to the
+content-policy targets, `raise` the attempt's error, or finish (`done`: `trail.result`)."""
+
+
+class TargetAttempts:
+    """A request's attempts on one target: the state between them, and what each means.
+
+    The router drives it: `start()` opens an attempt and returns its events; when they
+    raise, `failed()` records the attempt and says what comes next (and which
+    `AttemptFailed` to emit first); when they complete, `succeeded()` does.
+    """
+
+    __slots__ = (
+        "_key",
+        "_plan",
+        "_repairs",
+        "_retries",
+        "_run",
+        "_runner",
+        "_structured",
+        "delay",
+        "request",
+        "route",
+        "target",
+        "trail",
+    )
+
+    def __init__(
+        self,
+        runner: AttemptRunner,
+        target: ResolvedTarget,
+        request: GenerationRequest,
+        route: Route,
+        structured: Structured | None,
+        plan: StructuredPlan | None,
+        trail: Trail,
+    ) -> None:
+        self._runner = runner
+        self.target = target
+        self._key = str(target)
+        self.request = request
+        self.route = route
+        self._structured = structured
+        self._plan = plan
+        self.trail = trail
+        self._retries = 0
+        self._repairs = 0
+        self._run: AttemptRun | None = None
+        self.delay = 0.0
+
+    def start(self) -> AsyncGenerator[StreamEvent, None]:
+        """Open the next attempt and return its events.
+
+        Raises:
+            AnyInferError: Before dispatch: the adapter cannot be built, or the context
+                gate refuses. The router shows that attempt's `attempt_start` itself.
+        """
+        trail, target, runner = self.trail, self.target, self._runner
+        trail.started += 1
+        trail.instrument.attempt_started(target, trail.started)
+        self._run = None
+        adapter = runner.targets.adapter(target.provider)
+        runner.gate(self.request, target)
+        self._run = run = AttemptRun(
+            adapter.generate(self.request), target, streamed=self.request.stream
+        )
+        return trail.instrument.watch(run.events(), target)
+
+    def failed(self, exc: AnyInferError) -> tuple[Step, AttemptFailed | None]:
+        """Record a failed attempt; what the route does next, and the event to show first."""
+        run, target, trail, route = self._run, self.target, self.trail, self.route
+        breakers = self._runner.breakers
+        timing = run.timing() if run is not None else None
+        usage = run.usage if run is not None else Usage()
+        trail.last_usage = usage
+        decision = route.decide(exc)
+        if _counts_against_health(exc, decision):
+            breakers.failure(self._key, route.breaker_threshold)
+        else:
+            breakers.release(self._key)
+        if run is not None and run.had_content:
+            # Content was shown: no retry, no fallback. Usage already went out as events
+            # before this exception (failure-path flush).
+            trail.record(AttemptRecord(target, "failed", exc.to_info(), timing), usage)
+            trail.seal(exc)
+            return "raise", None
+        if decision == "retry" and self._retries < route.retry.max_retries:
+            delay = route.retry.delay(self._retries + 1, exc)
+            if delay is not None:
+                self._retries += 1
+                self.delay = delay
+                record = AttemptRecord(target, "retried", exc.to_info(), timing)
+                return "retry", AttemptFailed(trail.record(record, usage))
+        if decision != "raise" and trail.may_redirect and isinstance(exc, ContentFilterError):
+            # Refused on content policy before any content: redirected, like a
+            # `content_filter` finish, so no AttemptFailed.
+            trail.record(AttemptRecord(target, "redirected", exc.to_info(), timing), usage)
+            return "redirect", None
+        failed = AttemptFailed(
+            trail.record(AttemptRecord(target, "failed", exc.to_info(), timing), usage)
+        )
+        if decision == "raise":
+            trail.seal(exc)
+            return "raise", failed
+        return "next", failed
+
+    async def backoff(self) -> bool:
+        """Wait before the retry; whether the target's breaker still lets it through."""
+        await asyncio.sleep(self.delay)
+        route = self.route
+        return self._runner.breakers.allow(
+            self._key, route.breaker_threshold, route.breaker_cooldown_s
+        )
+
+    def cancelled(self) -> None:
+        """The attempt was cancelled or closed: no verdict on the target's health."""
+        self._runner.breakers.release(self._key)
+
+    def succeeded(self) -> Step:
+        """Judge a completed attempt: redirect, repair, or the result (`trail.result`).
+
+        Raises:
+            SchemaViolationError: The reply does not validate and the repair budget is
+                spent; it carries the trail.
+        """
+        run, target, trail, runner = self._run, self.target, self.trail, self._runner
+        assert run is not None and run.outcome is not None
+        outcome = run.outcome
+        runner.breakers.success(self._key)
+        runner.probe(target, self.request, outcome.usage)
+        if outcome.finish_reason == "content_filter" and trail.may_redirect:
+            trail.record(AttemptRecord(target, "redirected", None, outcome.timing), outcome.usage)
+            return "redirect"
+        value: Any = None
+        warnings = outcome.warnings
+        structured, plan = self._structured, self._plan
+        if structured is not None and plan is not None:
+            value, violation = structured.check(outcome, target)
+            if violation is not None:
+                info = violation.to_info()
+                if self._repairs < structured.repair.max_attempts:
+                    # Re-run inside the same stream: the next segment opens with a fresh
+                    # attempt_start and no AttemptFailed.
+                    trail.record(
+                        AttemptRecord(target, "retried", info, outcome.timing), outcome.usage
+                    )
+                    self._repairs += 1
+                    self.request = structured.repaired(self.request, violation)
+                    return "again"
+                trail.record(AttemptRecord(target, "failed", info, outcome.timing), outcome.usage)
+                trail.seal(violation)
+                raise violation
+            warnings = (*plan.warnings, *warnings)
+        usage = runner.priced(target, outcome.usage)
+        trail.record(AttemptRecord(target, "ok", None, outcome.timing), usage)
+        trail.result = Generation(
+            text=outcome.text,
+            structured=value,
+            tool_calls=outcome.tool_calls,
+            target=target,
+            finish_reason=outcome.finish_reason,
+            usage=usage,
+            timing=outcome.timing,
+            structured_mechanism=plan.mechanism if plan is not None else None,
+            repair_attempts=self._repairs,
+            attempts=tuple(trail.attempts),
+            warnings=warnings,
+            raw=outcome.raw,
+            reasoning=outcome.reasoning,
+        )
+        return "done"
 
 
 def _counts_against_health(error: AnyInferError, decision: str) -> bool:

@@ -3,8 +3,10 @@
 `Router.run` is the event stream behind `stream()`, `generate()` and each `run_tools`
 round. It takes the route's targets in order: a target whose circuit breaker is open is
 skipped (recorded `skipped_unhealthy`, nothing sent); any other is handed to the attempt
-runner (`anyinfer._client.attempt`), which retries it, gives it up, redirects its
-content-policy refusal, or produces the result. A redirect replaces the rest of the
+runner (`anyinfer._client.attempt`): the router iterates each attempt's events and asks
+the target's `TargetAttempts` what the attempt's end means — retry the target (after its
+backoff), re-run it for a schema repair, give it up, redirect its content-policy refusal,
+raise, or the result. A redirect replaces the rest of the
 route with `Route.content_policy_targets`, once per request. The first result ends the
 stream with `StreamEnded`; a route that runs out raises `AllTargetsFailedError` carrying
 every attempt's record. Telemetry brackets the request (`RequestStarted`, then one
@@ -20,7 +22,7 @@ from typing import Any
 
 from .._errors import AnyInferError
 from .._request import GenerationRequest
-from .._stream.events import StreamEnded, StreamEvent
+from .._stream.events import StreamEnded, StreamEvent, TimingMark
 from .._telemetry import Telemetry
 from .._types import AttemptRecord, ResolvedTarget, Usage
 from .attempt import AttemptRunner, Structured, Trail
@@ -86,18 +88,43 @@ class Router:
                     target.provider_id, {}
                 )
                 request = replace(base, model=target.model, provider_options=dict(options))
-                runs = self._attempts.run(target, request, route, structured, trail)
-                async with aclosing(runs) as events:
-                    async for event in events:
-                        yield event
-                result = trail.result
-                if result is not None:
-                    tel.request_ended(result)
-                    yield StreamEnded(result)
-                    return
-                if trail.redirected:
-                    queue = list(redirects)
-                    trail.redirected = trail.may_redirect = False
+                attempts = self._attempts.on(target, request, route, structured, trail)
+                while True:
+                    try:
+                        try:
+                            events = attempts.start()
+                        except AnyInferError:
+                            yield TimingMark("attempt_start", 0.0)  # refused before dispatch
+                            raise
+                        async with aclosing(events):
+                            async for event in events:
+                                yield event
+                    except AnyInferError as exc:
+                        step, failed = attempts.failed(exc)
+                        if failed is not None:
+                            yield failed
+                        if step == "raise":
+                            raise
+                    except BaseException:
+                        attempts.cancelled()
+                        raise
+                    else:
+                        step = attempts.succeeded()
+                    if step == "retry":
+                        if await attempts.backoff():
+                            continue
+                    elif step == "again":
+                        continue
+                    elif step == "done":
+                        result = trail.result
+                        assert result is not None
+                        tel.request_ended(result)
+                        yield StreamEnded(result)
+                        return
+                    elif step == "redirect":
+                        queue = list(redirects)
+                        trail.may_redirect = False
+                    break
             raise trail.exhausted(len(targets))
         except AnyInferError as exc:
             tel.request_failed(exc, trail.last_usage)
