@@ -8,8 +8,8 @@ served by an `httpx.MockTransport`.
 
 from __future__ import annotations
 
-import asyncio
 import base64
+import functools
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import NO_RETRY, run, sse
 
 import anyinfer as ai
 from anyinfer._providers.gemini import (
@@ -41,12 +42,7 @@ from fakeservers import (
     get_dialect,
 )
 
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 BASE = "https://generativelanguage.googleapis.com/v1beta"
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 def route(model: str = "gemini-2.5-flash") -> ai.Route:
@@ -105,8 +101,7 @@ class Recorder:
         return json.loads(self.requests[index].content)
 
 
-def sse_body(*chunks: dict[str, Any]) -> bytes:
-    return b"".join(b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks)
+sse_body = functools.partial(sse, done=False, eol="\r\n")  # CRLF framing, no sentinel
 
 
 def candidate(*parts: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
