@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import NO_RETRY
 
 import anyinfer as ai
 import fakeservers as fs
@@ -57,8 +58,6 @@ MATRIX = [
     (404, "authentication failed", "ModelNotFoundError", False),
     (408, "safety service timed out", "ProviderTimeoutError", True),
 ]
-
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 
 
 def _settings(pid: str, transport: fs.FakeTransport, options: dict[str, Any]) -> Any:

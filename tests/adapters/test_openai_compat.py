@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import NO_RETRY, Caller, settings_for, sse
 
 import anyinfer as ai
 from anyinfer._providers.openai_compat import (
@@ -62,46 +63,17 @@ class Capture(FakeTransport):
         return [json.loads(r.content) if r.content else None for r in self.raw]
 
 
-def settings(
-    transport: httpx.AsyncBaseTransport | None = None,
-    provider: str = "openai-compat",
-    **kw: Any,
-) -> ai.ProviderSettings:
-    if provider == "openai-compat":
-        kw.setdefault("base_url", BASE)
-    return ai.ProviderSettings(provider, transport=transport, **kw)
+settings = settings_for("openai-compat", base_url=BASE)  # (transport, provider=None, **kw)
 
 
 def no_retry(target: str) -> ai.Route:
-    return ai.Route(target, retry=ai.RetryPolicy(max_retries=0))
+    return ai.Route(target, retry=NO_RETRY)
 
 
-async def _stream(
-    s: ai.ProviderSettings, target: str, **kw: Any
-) -> tuple[list[ai.StreamEvent], ai.Generation | None, BaseException | None]:
-    events: list[ai.StreamEvent] = []
-    async with ai.AsyncClient([s]) as client:
-        try:
-            async with client.stream("hi", route=no_retry(target), **kw) as st:
-                async for ev in st:
-                    events.append(ev)
-        except ai.AnyInferError as exc:
-            return events, None, exc
-    return events, st.result, None
-
-
-def stream(
-    s: ai.ProviderSettings, target: str = "openai-compat:m", **kw: Any
-) -> tuple[list[ai.StreamEvent], ai.Generation | None, BaseException | None]:
-    return asyncio.run(_stream(s, target, **kw))
-
-
-def generate(s: ai.ProviderSettings, target: str = "openai-compat:m", **kw: Any) -> ai.Generation:
-    async def go() -> ai.Generation:
-        async with ai.AsyncClient([s]) as client:
-            return await client.generate("hi", route=no_retry(target), **kw)
-
-    return asyncio.run(go())
+# stream(s, target="openai-compat:m", **kw) -> Outcome(events, result, error);
+# generate(s, target, **kw) -> Generation: one attempt at the target.
+_CALLS = Caller(by_target=True, target="openai-compat:m")
+stream, generate = _CALLS.stream, _CALLS.generate
 
 
 def failure(s: ai.ProviderSettings, target: str = "openai-compat:m", **kw: Any) -> Any:
@@ -113,11 +85,7 @@ def failure(s: ai.ProviderSettings, target: str = "openai-compat:m", **kw: Any) 
     return attempt.error
 
 
-def sse_body(*chunks: Any, done: bool = True, comments: Sequence[bytes] = ()) -> bytes:
-    out = b"".join(comments)
-    for c in chunks:
-        out += b"data: " + json.dumps(c).encode() + b"\n\n"
-    return out + (b"data: [DONE]\n\n" if done else b"")
+sse_body = sse  # (*chunks, done=True, comments=())
 
 
 def mock(

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import psutil
 import pytest
+from helpers import NO_RETRY
 
 import anyinfer as ai
 from anyinfer._adapters.base import decoded_body
@@ -37,7 +38,6 @@ from fakeservers._bomb import BOMB_DECODED_BYTES, BOMB_ENCODING, _crc32_repeated
 
 pytestmark = pytest.mark.loopback
 
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 INVALID = "http://x.invalid/v1"
 _CONTENT = (ai.TextDelta, ai.ReasoningDelta, ai.ToolCallDelta)
 _REGISTRY = ConformanceRegistry()

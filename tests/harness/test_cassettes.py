@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import pydantic
 import pytest
+from helpers import NO_RETRY
 
 import anyinfer as ai
 from conformance.checker import check_grammar
@@ -31,7 +32,6 @@ PORT = 18080
 BASE_URL = f"http://127.0.0.1:{PORT}/v1"
 MODEL = "smollm2"
 ROOT = Path(__file__).resolve().parents[2]
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 SAMPLING = ai.Sampling(max_output_tokens=24, temperature=0.0, seed=7)
 
 

@@ -29,13 +29,13 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import NO_RETRY, settings_for
 
 import anyinfer as ai
 from conformance.checker import check_grammar
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "smollm2"
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 SAMPLING = ai.Sampling(max_output_tokens=24, temperature=0.0, seed=7)
 LONG = ai.Sampling(max_output_tokens=400, temperature=0.0, seed=7)
 """Long enough that an abandoned generation would still be running when the next starts."""
@@ -76,8 +76,7 @@ def base_url(anyinfer_live: bool) -> Iterator[str]:
         local_engine._stop(proc)
 
 
-def settings(base_url: str, **kw: Any) -> ai.ProviderSettings:
-    return ai.ProviderSettings("llama.cpp", alias="local", base_url=base_url, **kw)
+settings = settings_for("llama.cpp", alias="local")  # settings(base_url, **kw)
 
 
 def route() -> ai.Route:

@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Annotated, Any, Literal, Optional
 
 import pytest
+from helpers import run
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
@@ -103,10 +104,6 @@ def titles(node: Any) -> list[str]:
         for value in node:
             found.extend(titles(value))
     return found
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 # --- schema derivation ----------------------------------------------------------------
