@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
+from helpers import NO_RETRY
 
 import anyinfer as ai
 from anyinfer._adapters.limits import DEFAULT_DEADLINE_S, DEFAULT_MAX_RESPONSE_BYTES
 
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 TOO_LARGE = (ai.ResponseTooLargeError, ai.AllTargetsFailedError)
 """Past the cap before any content was shown, the attempt fails and routing reports it."""
 

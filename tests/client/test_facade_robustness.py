@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import psutil
 import pytest
+from helpers import settings_for
 
 import anyinfer as ai
 from fakeservers import FakeServer, Fault, Script, Text
@@ -45,10 +46,7 @@ def handler_for(body: bytes, seen: list[Any] | None = None) -> Any:
     return handler
 
 
-def settings(name: str, handler: Any) -> ai.ProviderSettings:
-    return ai.ProviderSettings(
-        "openai", alias=name, api_key="sk-facade-test", transport=httpx.MockTransport(handler)
-    )
+settings = settings_for("openai", alias_first=True, api_key="sk-facade-test")
 
 
 class _StreamingObserver:

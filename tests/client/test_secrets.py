@@ -15,13 +15,12 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from helpers import NO_RETRY
 
 import anyinfer as ai
 from anyinfer._client.credentials import check_secret
 from anyinfer._redact import MASK, redact, redact_chunks
 from fakeservers import FakeServer, Script, Text
-
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 
 
 def _route() -> ai.Route:
