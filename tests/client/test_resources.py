@@ -49,7 +49,7 @@ def harness(entry: AdapterEntry) -> Harness:
     return Harness(_REGISTRY, entry)
 
 
-def settings_for(
+def harness_settings(
     h: Harness, srv: FakeServer, *, timeout_s: float = 3.0, **options: Any
 ) -> ai.ProviderSettings:
     base = h.settings(base_url=srv.base_url)
@@ -112,7 +112,7 @@ def test_more_early_exits_than_the_default_pool_leave_no_slot_held() -> None:
     h = harness(entry)
     rnd = random.Random(7)
     with FakeServer(h.dialect, lambda _r: short(rnd)) as srv:
-        with client_for(h, settings_for(h, srv, timeout_s=2.0)) as client:
+        with client_for(h, harness_settings(h, srv, timeout_s=2.0)) as client:
             route = ai.Route(f"{entry.name}:m", retry=NO_RETRY)
             for _ in range(130):
                 exit_early(client.stream("hi", route=route))
@@ -127,7 +127,7 @@ def test_early_exits_and_cancellations_leave_no_slot_held(entry: AdapterEntry) -
     rnd = random.Random(3)
     served = Staged(h, short(rnd))
     with FakeServer(h.dialect, served) as srv:
-        with client_for(h, settings_for(h, srv, max_connections=2)) as client:
+        with client_for(h, harness_settings(h, srv, max_connections=2)) as client:
             route = ai.Route(f"{entry.name}:m", retry=NO_RETRY)
             for i in range(16):
                 served.script, served.stall = short(rnd), i % 4 == 3
@@ -149,7 +149,7 @@ def test_async_cancellations_leave_no_slot_held(name: str) -> None:
     served = Staged(h, Script(pieces=tuple(Text(f"w{i} ") for i in range(8))))
 
     async def go(srv: FakeServer) -> None:
-        s = settings_for(h, srv, max_connections=1)
+        s = harness_settings(h, srv, max_connections=1)
         async with ai.AsyncClient([s], registry=h._providers) as client:
             route = ai.Route(f"{name}:m", retry=NO_RETRY)
             current = asyncio.current_task()
@@ -204,7 +204,7 @@ def test_a_dropped_sync_stream_cancels_its_request() -> None:
     served = Staged(h, Script(pieces=(Text("a"), Text("b"))))
     served.stall = True
     with FakeServer(h.dialect, served) as srv:
-        with client_for(h, settings_for(h, srv, timeout_s=30.0)) as client:
+        with client_for(h, harness_settings(h, srv, timeout_s=30.0)) as client:
             for event in client.stream("hi", target="openai:m"):
                 if isinstance(event, _CONTENT):
                     break
@@ -220,7 +220,7 @@ def test_close_from_another_thread_just_ends_the_iteration() -> None:
     h = harness(entry)
     served = Staged(h, Script(pieces=(Text("a"), Text("b"))))
     served.stall = True
-    with FakeServer(h.dialect, served) as srv, client_for(h, settings_for(h, srv)) as client:
+    with FakeServer(h.dialect, served) as srv, client_for(h, harness_settings(h, srv)) as client:
         stream = client.stream("hi", target="openai:m")
         started = threading.Event()
         outcome: list[BaseException | None] = []
@@ -259,7 +259,7 @@ def test_closing_the_client_mid_stream_is_a_config_error_not_cancelled_error() -
     served = Staged(h, Script(pieces=(Text("a"), Text("b"))))
     served.stall = True
     with FakeServer(h.dialect, served) as srv:
-        client = client_for(h, settings_for(h, srv))
+        client = client_for(h, harness_settings(h, srv))
         stream = client.stream("hi", target="openai:m")
         it = iter(stream)
         while not isinstance(next(it), _CONTENT):
@@ -277,7 +277,7 @@ def test_sequential_streams_and_generates_reuse_one_connection(entry: AdapterEnt
     h = harness(entry)
     script = Script(pieces=(Text("Hel"), Text("lo")), usage=ScriptUsage(4, 2))
     with FakeServer(h.dialect, lambda _r: script) as srv:
-        with client_for(h, settings_for(h, srv)) as client:
+        with client_for(h, harness_settings(h, srv)) as client:
             target = f"{entry.name}:m"
             for _ in range(5):
                 assert client.stream("hi", target=target).collect().text == "Hello"
@@ -311,7 +311,7 @@ def test_pool_exhaustion_is_typed_and_does_not_open_the_breaker() -> None:
     h = harness(entry)
     served = Staged(h, Script(pieces=(Text("a"), Text("b"))))
     with FakeServer(h.dialect, served) as srv:
-        with client_for(h, settings_for(h, srv, max_connections=1)) as client:
+        with client_for(h, harness_settings(h, srv, max_connections=1)) as client:
             route = ai.Route("openai:m", retry=NO_RETRY, breaker_threshold=1)
             served.stall = True
             held = client.stream("hi", route=route)
@@ -386,7 +386,7 @@ def test_a_decompression_bomb_stays_bounded_by_max_response_bytes(name: str, str
     h = harness(entry)
     bomb = Script(pieces=(Text("x"),), fault=Fault("bomb"))
     with FakeServer(h.dialect, lambda _r: bomb) as srv:
-        with client_for(h, settings_for(h, srv)) as client:
+        with client_for(h, harness_settings(h, srv)) as client:
             route = ai.Route(f"{name}:m", retry=NO_RETRY)
 
             def read() -> object:
