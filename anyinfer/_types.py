@@ -36,7 +36,9 @@ Outcome = Literal["ok", "retried", "failed", "skipped_unhealthy", "redirected"]
 """How a single routing attempt ended.
 
 `redirected` marks a completed attempt whose content-filter refusal sent the route to
-`Route.content_policy_targets` instead of surfacing the refusal.
+`Route.content_policy_targets` instead of surfacing the refusal. A content-policy
+*error* (`ContentFilterError` before any content) is redirected the same way when
+redirect targets remain: its record keeps the error, and no `AttemptFailed` is emitted.
 """
 
 Mechanism = Literal["grammar", "json_schema", "json_mode", "prompt"]

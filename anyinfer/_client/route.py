@@ -95,13 +95,14 @@ class Route:
     errors, with exponential backoff and jitter, honouring `Retry-After`) and then
     falls back to the next target; each failed attempt appears as an `AttemptFailed`
     event. Once content has been shown a failure raises. A completed attempt the
-    provider refused on content policy (finish reason `content_filter`) is redirected
+    provider refused on content policy (finish reason `content_filter`), or a
+    `ContentFilterError` raised before any content, is redirected (once per request)
     to `content_policy_targets` when any are given.
 
     Attributes:
         targets: Targets in preference order (`"provider:model"`).
         retry: Retry policy per target.
-        content_policy_targets: Where a content-filter refusal is redirected.
+        content_policy_targets: Where a content-filter refusal or error is redirected.
         decide: Maps an error to `retry`, `fallback` or `raise`; override to change
             which errors fall back.
         breaker_threshold: Consecutive failures that open a target's circuit breaker
