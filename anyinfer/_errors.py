@@ -23,8 +23,9 @@ and converts to a redacted, serializable `ErrorInfo` with `to_info()`::
     ├── ToolLoopError                unknown tool, bad tool signature, round budget spent
     └── LocalRuntimeError            local weights: transfer, digest, disk failures
 
-Messages are redacted when rendered: a secret registered with the redaction registry
-never appears in `str()`, `repr()` or `ErrorInfo.detail`.
+Messages are capped at `MESSAGE_MAX_CHARS` characters (one place for every error), and
+redacted when rendered: a secret registered with the redaction registry never appears in
+`str()`, `repr()` or `ErrorInfo.detail`.
 """
 
 from __future__ import annotations
@@ -60,6 +61,19 @@ __all__ = [
 ]
 
 
+MESSAGE_MAX_CHARS = 8000
+"""The longest error message kept (`str(exc)`, `exc.message`): a provider can put
+megabytes into an error frame; the rest is cut, with a note saying how much."""
+
+
+def cap_message(text: str) -> str:
+    """`text` cut to `MESSAGE_MAX_CHARS`, ending with a note of what was cut."""
+    if len(text) <= MESSAGE_MAX_CHARS:
+        return text
+    note = f" … [{len(text) - MESSAGE_MAX_CHARS + 60} more characters cut]"
+    return text[: MESSAGE_MAX_CHARS - 60] + note
+
+
 class AnyInferError(Exception):
     """Base class of every error AnyInfer raises.
 
@@ -84,7 +98,7 @@ class AnyInferError(Exception):
         retryable: bool | None = None,
         http_status: int | None = None,
     ) -> None:
-        self._message = redact(message)
+        self._message = cap_message(redact(message))
         super().__init__(self._message)
         self.provider = provider
         self.phase = phase or self.default_phase

@@ -1,11 +1,13 @@
 """The adapter author's toolkit: everything a third-party adapter needs.
 
 Subclass `HTTPAdapter` (or `Adapter` for non-HTTP engines), implement `generate` to yield
-parts, and register the class under the `anyinfer.adapters` entry-point group. A provider
-that speaks a protocol AnyInfer already has subclasses that protocol's adapter instead
-(`OpenAIChatAdapter`, `OpenAICompatAdapter`, `OpenAIResponsesAdapter`,
-`AnthropicAdapter`, `GeminiAdapter`, `OllamaAdapter`) and overrides its hooks
-(`default_headers`, `build_body`, `parts_from_chunk`, `chunk_usage`, `error_message`,
+parts (an `HTTPAdapter` usually returns `self.stream_parts(...)`, the template that owns
+sending, framing, draining, raw capture and closing, with a `PartAssembler` for tool-call
+slots and finish reconciliation), and register the class under the `anyinfer.adapters`
+entry-point group. A provider that speaks a protocol AnyInfer already has subclasses
+that protocol's adapter instead (`OpenAIChatAdapter`, `OpenAICompatAdapter`,
+`OpenAIResponsesAdapter`, `AnthropicAdapter`, `GeminiAdapter`, `OllamaAdapter`) and overrides its
+hooks (`default_headers`, `build_body`, `parts_from_chunk`, `chunk_usage`, `error_message`,
 `error_hint`, ...). Those classes load on first use, so importing this module
 stays cheap. See the adapter authors' guide in the docs.
 """
@@ -14,16 +16,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._adapters.assembler import PartAssembler
 from ._adapters.base import (
     Adapter,
     DiscoveredModel,
+    Framing,
     Health,
     HTTPAdapter,
+    Sender,
     SSEEvent,
     finish_uncancelled,
     parse_retry_after,
 )
 from ._adapters.errormap import ErrorFields, ErrorKind, error_fields, message_and_code
+from ._adapters.framing import DEFAULT_MAX_FRAME_BYTES, decode_json
 from ._adapters.profile import AdapterProfile, UsageConvention
 from ._request import GenerationRequest
 from ._stream.parts import (
@@ -49,6 +55,7 @@ if TYPE_CHECKING:
     from ._providers.openai_responses import OpenAIResponsesAdapter
 
 __all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
     "END",
     "Adapter",
     "AdapterProfile",
@@ -58,6 +65,7 @@ __all__ = [
     "ErrorFields",
     "ErrorKind",
     "FinishPart",
+    "Framing",
     "GeminiAdapter",
     "GenerationRequest",
     "HTTPAdapter",
@@ -67,15 +75,18 @@ __all__ = [
     "OpenAICompatAdapter",
     "OpenAIResponsesAdapter",
     "Part",
+    "PartAssembler",
     "PhasesPart",
     "RawPart",
     "ReasoningPart",
     "SSEEvent",
+    "Sender",
     "TextPart",
     "ToolCallPart",
     "UsageConvention",
     "UsagePart",
     "WarningPart",
+    "decode_json",
     "error_fields",
     "message_and_code",
     "finish_uncancelled",

@@ -17,13 +17,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import json
 import time
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import httpx
 
@@ -38,8 +47,19 @@ from .._errors import (
     ResponseTooLargeError,
     StreamError,
 )
-from .._stream.parts import Part
+from .._redact import redact
+from .._stream.parts import END, Part, RawPart, WarningPart
+from .assembler import PartAssembler
 from .errormap import CODE_KINDS, ErrorKind, classify, message_and_code
+from .framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    JSONArrayFramer,
+    NDJSONFramer,
+    SSEEvent,
+    SSEFramer,
+    decode_json,
+    loads_or_none,
+)
 from .limits import response_limits
 from .profile import AdapterProfile
 
@@ -50,11 +70,15 @@ from .._request import GenerationRequest
 from .._settings import ProviderSettings
 
 __all__ = [
+    "ARRAY_CLOSED",
     "Adapter",
     "DiscoveredModel",
     "Health",
+    "Framing",
     "HTTPAdapter",
+    "PartAssembler",
     "SSEEvent",
+    "Sender",
 ]
 
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -66,9 +90,20 @@ _ACCEPT_ENCODING = "gzip, deflate"
 DEFAULT_MAX_CONNECTIONS = 100
 """Connections one provider instance's pool holds by default (the provider option
 `max_connections` overrides it)."""
-POOL_OPTIONS = frozenset({"max_connections"})
-"""`ProviderSettings.options` keys every HTTP adapter understands."""
-_decode_json = json.JSONDecoder().decode
+POOL_OPTIONS = frozenset({"max_connections", "max_frame_bytes"})
+"""`ProviderSettings.options` keys every HTTP adapter understands: `max_connections` and
+`max_frame_bytes` (the largest line, event or array element a stream may send;
+`DEFAULT_MAX_FRAME_BYTES` by default)."""
+
+Sender = Callable[[list[str]], Awaitable[httpx.Response]]
+"""Sends one request and returns the open response (see `HTTPAdapter.stream_parts`);
+it may append warnings about the request to the list it is given."""
+
+Framing = Literal["sse", "sse+json", "ndjson", "json-array"]
+"""How `HTTPAdapter.stream_parts` frames a streamed body."""
+
+ARRAY_CLOSED: Any = object()
+"""What `HTTPAdapter.iter_frames` yields when a streamed JSON array's `]` arrives."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +144,6 @@ class Health:
     latency_ms: float
     detail: str = ""
     models: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
-    """One server-sent event: its `event:` name (or `None`) and its `data:` bytes."""
-
-    event: str | None
-    data: bytes
 
 
 class Adapter(ABC):
@@ -205,15 +232,19 @@ class Adapter(ABC):
         """Release connections."""
 
 
-def _max_connections(settings: ProviderSettings) -> int:
-    value = settings.options.get("max_connections", DEFAULT_MAX_CONNECTIONS)
+def _positive_option(settings: ProviderSettings, name: str, default: int) -> int:
+    value = settings.options.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(
-            f"provider {settings.instance_id!r}: options['max_connections'] must be a "
+            f"provider {settings.instance_id!r}: options[{name!r}] must be a "
             f"positive integer, got {value!r}",
             provider=settings.instance_id,
         )
     return value
+
+
+def _max_connections(settings: ProviderSettings) -> int:
+    return _positive_option(settings, "max_connections", DEFAULT_MAX_CONNECTIONS)
 
 
 async def finish_uncancelled(aw: Awaitable[None]) -> None:
@@ -404,6 +435,11 @@ class HTTPAdapter(Adapter):
         self.max_connections = _max_connections(settings)
         self.response_limits = response_limits(settings)
         """The overall deadline and default response cap (see `limits.py`)."""
+        self.max_frame_bytes = _positive_option(
+            settings, "max_frame_bytes", DEFAULT_MAX_FRAME_BYTES
+        )
+        """The largest line, event or array element a stream may send (the provider
+        option `max_frame_bytes`)."""
         inner = settings.transport
         if inner is None:
             inner = httpx.AsyncHTTPTransport(
@@ -518,7 +554,29 @@ class HTTPAdapter(Adapter):
             finally:
                 await response.aclose()
             raise self.error_from_response(response.status_code, response.headers, body, phase)
+        if 300 <= response.status_code < 400:
+            await response.aclose()
+            raise self.redirect_error(response, phase)
         return response
+
+    def redirect_error(self, response: httpx.Response, phase: str) -> ProviderError:
+        """The error for a 3xx answer: AnyInfer never follows redirects.
+
+        A redirect would send the credential to wherever `Location` points, so it is a
+        configuration problem to fix (the base URL), reported with the status and the
+        `Location` (its query and credentials left out, secrets redacted).
+        """
+        status = response.status_code
+        location = response.headers.get("location")
+        where = f" to {_redacted_location(location)}" if location else " without a Location"
+        return ProviderError(
+            f"{self.instance_id}: the provider answered HTTP {status}, a redirect{where}; "
+            "AnyInfer does not follow redirects (set base_url to the final address)",
+            provider=self.instance_id,
+            phase=phase,
+            http_status=status,
+            retryable=False,
+        )
 
     async def _read_limited(self, response: httpx.Response, limit: int) -> bytes:
         chunks: list[bytes] = []
@@ -636,59 +694,55 @@ class HTTPAdapter(Adapter):
         return self.parse_json(body)
 
     def parse_json(self, data: bytes | str) -> Any:
-        """Parse one JSON document, raising `ProtocolError` on malformed input."""
-        try:
-            # json.loads(bytes) sniffs the encoding of every document; providers send
-            # UTF-8, so decode once and skip json.loads' argument plumbing.
-            return _decode_json(data.decode() if isinstance(data, bytes) else data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ProtocolError(
-                f"{self.instance_id}: malformed JSON from the provider: {exc}",
-                provider=self.instance_id,
-            ) from None
+        """Parse one JSON document, raising `ProtocolError` on malformed input.
+
+        Nesting too deep to parse is a `ProtocolError` too (`framing.decode_json`).
+        """
+        return decode_json(data, self.instance_id)
+
+    async def iter_frames(
+        self,
+        response: httpx.Response,
+        request: GenerationRequest | None,
+        framer: SSEFramer | NDJSONFramer | JSONArrayFramer,
+    ) -> AsyncIterator[Any]:
+        """Feed the body to `framer` and yield its frames, then what its end releases."""
+        feed = framer.feed
+        array = isinstance(framer, JSONArrayFramer)
+        async for chunk in self.iter_bytes(response, request):
+            for frame in feed(chunk):
+                yield frame
+            if array and framer.closed:  # type: ignore[union-attr]
+                # The closing `]`; reading on (nothing more is framed) drains the body.
+                array = False
+                yield ARRAY_CLOSED
+        if not isinstance(framer, JSONArrayFramer):
+            for frame in framer.close():
+                yield frame
 
     async def iter_sse(
-        self, response: httpx.Response, request: GenerationRequest | None = None
+        self,
+        response: httpx.Response,
+        request: GenerationRequest | None = None,
+        *,
+        bare_json: bool = False,
     ) -> AsyncIterator[SSEEvent]:
-        """Frame the body as server-sent events.
+        """Frame the body as server-sent events (`framing.SSEFramer`).
 
         Framing works on bytes (a multi-byte UTF-8 character split across network reads
         is reassembled before decoding), accepts `\\n`, `\\r\\n` and `\\r` line ends,
         skips comment lines (`: keep-alive`), and drops an unterminated event at the end.
+        A line or an event larger than `max_frame_bytes` raises `ResponseTooLargeError`.
+
+        Args:
+            response: The open response.
+            request: The generation request, for its byte limit.
+            bare_json: Also read JSON objects sent bare between events (Gemini's
+                mid-stream errors).
         """
-        buf = b""
-        data: list[bytes] = []
-        event: str | None = None
-        # A read that ends in CR ends its line at once (an event must not wait for the
-        # next read, which may never come); an LF opening the next read is its pair.
-        after_cr = False
-        async for chunk in self.iter_bytes(response, request):
-            if after_cr and chunk:
-                after_cr = False
-                if chunk[:1] == b"\n":
-                    chunk = chunk[1:]
-            if b"\r" in chunk:
-                after_cr = chunk.endswith(b"\r")
-                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            buf = buf + chunk if buf else chunk
-            lines = buf.split(b"\n")
-            buf = lines.pop()
-            for line in lines:
-                if not line:
-                    if data:
-                        yield SSEEvent(event, data[0] if len(data) == 1 else b"\n".join(data))
-                        data = []
-                    event = None
-                elif line[0] == 58:  # b":" comment / keep-alive
-                    continue
-                else:
-                    name, _, value = line.partition(b":")
-                    if value[:1] == b" ":
-                        value = value[1:]
-                    if name == b"data":
-                        data.append(value)
-                    elif name == b"event":
-                        event = value.decode("utf-8", "replace")
+        framer = SSEFramer(self.instance_id, self.max_frame_bytes, bare_json=bare_json)
+        async for event in self.iter_frames(response, request, framer):
+            yield event
 
     async def iter_ndjson(
         self, response: httpx.Response, request: GenerationRequest | None = None
@@ -697,20 +751,154 @@ class HTTPAdapter(Adapter):
 
         Lines end at `\\n`, `\\r\\n` or a bare `\\r` (JSON text cannot hold a raw CR, so
         any CR ends a line). Blank lines are skipped; a final line without a newline is
-        still parsed (some servers omit it).
+        still parsed (some servers omit it). A line larger than `max_frame_bytes` raises
+        `ResponseTooLargeError`.
         """
-        buf = b""
-        async for chunk in self.iter_bytes(response, request):
-            buf = buf + chunk if buf else chunk
-            if b"\r" in buf:
-                buf = buf.replace(b"\r", b"\n")
-            lines = buf.split(b"\n")
-            buf = lines.pop()
-            for line in lines:
-                if line.strip():
-                    yield self.parse_json(line)
-        if buf.strip():
-            yield self.parse_json(buf)
+        framer = NDJSONFramer(self.instance_id, self.max_frame_bytes)
+        async for line in self.iter_frames(response, request, framer):
+            yield self.parse_json(line)
+
+    # --- the stream template ---------------------------------------------------------
+
+    async def stream_parts(
+        self,
+        request: GenerationRequest,
+        send: Sender,
+        decode: Callable[[Any, str | None], Iterable[Part]],
+        *,
+        whole: Callable[[Any], Iterable[Part]] | None = None,
+        framing: Framing | Callable[[httpx.Response], Framing] = "sse",
+        sentinel: bytes | None = None,
+        at_end: Callable[[], Iterable[Part]] | None = None,
+        assembler: PartAssembler | None = None,
+        empty_ok: bool = True,
+    ) -> AsyncIterator[Part]:
+        """The parts of one request, from sending it to closing its response.
+
+        The template every built-in adapter's `generate` returns, owning what is the
+        same for every protocol: sending (`send`, awaited when the stream is first
+        read, so that nothing happens before the core's attempt has begun); the
+        warnings `send` collected; the whole body (a non-streamed request)
+        or the body framed as `framing` (`"sse"`, `"sse+json"` for SSE with bare JSON
+        objects between events, `"ndjson"`, `"json-array"`); each frame parsed as JSON
+        (`parse_json`) and, with `retain_raw`, kept as a `RawPart`; the frame decoded by
+        `decode`; `END` when the protocol's sentinel arrives, then the body drained so
+        the connection goes back to the pool; and the response closed, however the
+        stream ends. Every part passes through `assembler.fix` (finish reconciliation,
+        warning dedupe; see `PartAssembler`).
+
+        Args:
+            request: The attempt's request.
+            send: Called with a list for warnings about the request, returns the
+                awaitable open response (`HTTPAdapter.send`). Warnings it appends when
+                called are yielded before the request goes out, those it appends while
+                awaited after.
+            decode: The parts of one parsed frame and its SSE `event:` name (`None`
+                in other framings). Yielding `END` marks the protocol's sentinel.
+            whole: The parts of a non-streamed body (default: `decode(payload, None)`);
+                `END` follows unless it yielded one.
+            framing: How the streamed body is framed, or a function choosing it from
+                the response (its content type).
+            sentinel: An SSE `data:` value that is the sentinel itself, not JSON
+                (`b"[DONE]"`).
+            at_end: Called when the body ends without a sentinel; yields `END` when
+                the protocol counts that clean end as complete (Gemini).
+            assembler: The response's `PartAssembler` (default: one that changes
+                nothing).
+            empty_ok: When false, an empty 200 (a blank body or a stream without a
+                single frame) is a `StreamError`: a server that failed without saying so.
+
+        Raises:
+            StreamError: For an empty 200 when `empty_ok` is false.
+        """
+        fix = (assembler or PartAssembler()).fix
+        pid = self.instance_id
+        warnings: list[str] = []
+        opening = send(warnings)
+        try:
+            # Warnings known before sending go out first; then those sending found.
+            for text in warnings:
+                yield WarningPart(text)
+            known = len(warnings)
+        except BaseException:
+            if inspect.iscoroutine(opening):
+                opening.close()
+            raise
+        response = await opening
+        frames: AsyncIterator[Any] | None = None
+        ended = False
+        try:
+            for text in warnings[known:]:
+                yield WarningPart(text)
+            if not request.stream:
+                body = await self.read_body(response, request)
+                if not empty_ok and not body.strip():
+                    raise StreamError(
+                        f"{pid}: the server answered 200 with an empty body", provider=pid
+                    )
+                payload = self.parse_json(body)
+                if request.retain_raw:
+                    yield RawPart(payload)
+                for part in fix(whole(payload) if whole is not None else decode(payload, None)):
+                    yield part
+                    if part is END:
+                        return
+                yield END
+                return
+            kind = framing if isinstance(framing, str) else framing(response)
+            array: JSONArrayFramer | None = None
+            # SSE and NDJSON go through `iter_sse` / `iter_ndjson`, so that a subclass
+            # that overrides its framing keeps it under the template.
+            if kind == "ndjson":
+                frames = self.iter_ndjson(response, request)
+            elif kind == "json-array":
+                array = JSONArrayFramer(pid, self.max_frame_bytes)
+                frames = self.iter_frames(response, request, array)
+            elif kind == "sse+json":
+                frames = self.iter_sse(response, request, bare_json=True)
+            else:
+                frames = self.iter_sse(response, request)
+            parsed = kind == "ndjson"
+            count = 0
+            async for frame in frames:
+                count += 1
+                if frame is ARRAY_CLOSED:
+                    ended = True
+                    yield END
+                    return
+                if isinstance(frame, SSEEvent):
+                    data, name = frame.data, frame.event
+                else:
+                    data, name = frame, None
+                if sentinel is not None and data == sentinel:
+                    ended = True
+                    yield END
+                    return
+                payload = data if parsed else self.parse_json(data)
+                if request.retain_raw:
+                    yield RawPart(payload)
+                for part in fix(decode(payload, name)):
+                    if part is END:
+                        ended = True
+                        yield END
+                        return
+                    yield part
+            if array is not None and (array.array or array.partial):
+                return  # cut inside the array (or an object): no sentinel
+            if not empty_ok and count == 0:
+                raise StreamError(
+                    f"{pid}: the stream ended without sending anything (an empty 200: the "
+                    "server failed without an error status)",
+                    provider=pid,
+                    phase="stream",
+                )
+            if at_end is not None:
+                for part in fix(at_end()):
+                    yield part
+        finally:
+            if ended and frames is not None:
+                await self.drain(frames)  # lets httpx keep the connection alive
+            await response.aclose()
 
     # --- errors --------------------------------------------------------------------
 
@@ -720,9 +908,8 @@ class HTTPAdapter(Adapter):
 
     def error_message(self, body: bytes) -> tuple[str, str | None]:
         """Extract `(message, code)` from an error body; override per protocol."""
-        try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        payload = loads_or_none(body)
+        if payload is None:
             return body.decode("utf-8", "replace").strip()[:500], None
         return message_and_code(payload, self.error_code_keys)
 
@@ -798,3 +985,16 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def _redacted_location(location: str) -> str:
+    """A `Location` value without its query, fragment and credentials, redacted."""
+    try:
+        url = httpx.URL(location)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return "an unparsable address"
+    shown = url.copy_with(query=None, fragment=None, username=None, password=None)
+    text = str(shown)
+    if url.query:
+        text += "?…"
+    return redact(text[:300])

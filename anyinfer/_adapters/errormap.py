@@ -277,7 +277,7 @@ def error_fields(error: Any, code_keys: Sequence[str] = ("code", "type", "status
     if isinstance(error, str):
         return ErrorFields(error, None, None)
     if not isinstance(error, dict):
-        return ErrorFields(str(error)[:500], None, None)
+        return ErrorFields(brief_json(error), None, None)
     message = error.get("message")
     code: str | None = None
     numeric: str | None = None
@@ -292,7 +292,7 @@ def error_fields(error: Any, code_keys: Sequence[str] = ("code", "type", "status
         elif code is None:
             code = str(value)
     return ErrorFields(
-        str(message) if message else json.dumps(error)[:500],
+        str(message) if message else brief_json(error),
         code if code is not None else numeric,
         status,
     )
@@ -310,11 +310,25 @@ def message_and_code(
     if isinstance(payload, list) and payload:
         payload = payload[0]
     if not isinstance(payload, dict):
-        return str(payload)[:500], None
+        return brief_json(payload), None
     err = payload.get("error", payload)
     if isinstance(err, str):
         return err, None
     if not isinstance(err, dict):
-        return json.dumps(payload)[:500], None
+        return brief_json(payload), None
     fields = error_fields(err, code_keys)
     return fields.message, fields.code
+
+
+_TEXT_MAX = 500
+
+
+def brief_json(value: Any) -> str:
+    """`value` as short text for an error message: a string as it is, anything else as
+    JSON, at most 500 characters; a value nested too deeply to print is named by type."""
+    if isinstance(value, str):
+        return value[:_TEXT_MAX]
+    try:
+        return json.dumps(value, default=str)[:_TEXT_MAX]
+    except (RecursionError, ValueError, TypeError):
+        return f"<{type(value).__name__} nested too deeply to print>"

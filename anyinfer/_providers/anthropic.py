@@ -59,28 +59,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .._adapters.base import DiscoveredModel, HTTPAdapter
+import httpx
+
+from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind, error_fields, kind_for_status
 from .._adapters.profile import AdapterProfile, UsageConvention
 from .._errors import ConfigError
 from .._messages import ContentPart, Message, TextContent
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
-from .._stream.parts import (
-    END,
-    FinishPart,
-    Part,
-    RawPart,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    UsagePart,
-    WarningPart,
-)
+from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
 from .._types import Generation, Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 
@@ -371,36 +363,25 @@ class AnthropicAdapter(HTTPAdapter):
         """The assistant turn with this protocol's native content (see `assistant_message`)."""
         return assistant_message(generation)
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
         """Send the request and yield its parts (see `Adapter.generate`)."""
-        body, warnings = self.build_body(request)
-        for text in warnings:
-            yield WarningPart(text)
-        response = await self.send("POST", "/messages", json_body=body, request=request)
-        try:
-            if not request.stream:
-                payload = await self.read_json(response, request)
-                if request.retain_raw:
-                    yield RawPart(payload)
-                for part in self.parts_from_message(payload):
-                    yield part
+
+        def send(warnings: list[str]) -> Awaitable[httpx.Response]:
+            body, notes = self.build_body(request)
+            warnings.extend(notes)
+            return self.send("POST", "/messages", json_body=body, request=request)
+
+        state = _StreamState()
+
+        def decode(payload: Any, name: str | None) -> Iterator[Part]:
+            event = as_dict(payload, self.instance_id, "event")
+            kind = opt_str(event.get("type"), self.instance_id, "event.type") or name
+            if kind == "message_stop":
                 yield END
-                return
-            state = _StreamState()
-            frames = self.iter_sse(response, request)
-            async for sse in frames:
-                event = as_dict(self.parse_json(sse.data), self.instance_id, "event")
-                if request.retain_raw:
-                    yield RawPart(event)
-                kind = opt_str(event.get("type"), self.instance_id, "event.type") or sse.event
-                if kind == "message_stop":
-                    await self.drain(frames)  # lets httpx keep the connection alive
-                    yield END
-                    return
-                for part in self.parts_from_event(kind, event, state):
-                    yield part
-        finally:
-            await response.aclose()
+            else:
+                yield from self.parts_from_event(kind, event, state)
+
+        return self.stream_parts(request, send, decode, whole=self.parts_from_message)
 
     def parts_from_event(
         self, kind: str | None, event: dict[str, Any], state: _StreamState
@@ -446,7 +427,8 @@ class AnthropicAdapter(HTTPAdapter):
             if thinking:
                 yield ReasoningPart(thinking)
         elif kind == "tool_use":
-            slot = state.open_tool(index)
+            # A block without an index still gets a slot of its own.
+            slot = state.calls.slot(index)
             whole = opt_dict(block.get("input"), pid, "content_block.input")
             if whole:
                 # Deltas normally carry the arguments; a server that sends them whole
@@ -473,7 +455,7 @@ class AnthropicAdapter(HTTPAdapter):
                 yield ReasoningPart(thinking)
         elif kind == "input_json_delta":
             index = opt_int(event.get("index"), pid, "content_block_delta.index")
-            slot = state.tool_slots.get(index) if index is not None else None
+            slot = state.calls.known(index) if index is not None else None
             if slot is None:
                 return  # a server-side tool's input: not a call for the application
             fragment = as_str(delta.get("partial_json"), pid, "input_json_delta.partial_json")
@@ -601,21 +583,15 @@ class AnthropicAdapter(HTTPAdapter):
 
 @dataclass(slots=True)
 class _StreamState:
-    """What a stream has opened so far: tool_use blocks and their slots."""
+    """What a stream has opened so far: `tool_use` blocks (slots keyed by their block
+    index) and arguments sent whole in a block's start."""
 
-    tool_slots: dict[int, int] = field(default_factory=dict)
+    calls: PartAssembler = field(default_factory=PartAssembler)
     whole_input: dict[int, str] = field(default_factory=dict)
 
-    def open_tool(self, block_index: int | None) -> int:
-        slot = len(self.tool_slots)
-        # A block without an index still gets a slot of its own.
-        self.tool_slots[block_index if block_index is not None else -1 - slot] = slot
-        return slot
-
     def flush_whole_input(self, block_index: int | None) -> Iterator[Part]:
-        if block_index is None:
-            return
-        slot = self.tool_slots.get(block_index)
+        """The arguments of a `tool_use` block that came whole, at the block's end."""
+        slot = self.calls.known(block_index) if block_index is not None else None
         if slot is None:
             return
         whole = self.whole_input.pop(slot, None)

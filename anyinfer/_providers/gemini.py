@@ -96,38 +96,28 @@ import json
 import mimetypes
 import os
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import httpx
 
-from .._adapters.base import DiscoveredModel, HTTPAdapter, parse_retry_after
+from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler, parse_retry_after
 from .._adapters.errormap import ErrorKind
+from .._adapters.framing import loads_or_none
 from .._adapters.profile import AdapterProfile
+from .._client.credentials import check_secret
 from .._client.instance import resolve_base_url
 from .._errors import (
     ConfigError,
     ContentFilterError,
-    ProtocolError,
     ProviderError,
 )
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ImageContent, Message, TextContent
-from .._redact import register_secret
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
-from .._stream.parts import (
-    END,
-    FinishPart,
-    Part,
-    RawPart,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    UsagePart,
-    WarningPart,
-)
+from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, UsagePart, WarningPart
 from .._types import Generation, Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 
@@ -218,15 +208,6 @@ _UNMAPPED_PART_KINDS = (
 )
 
 
-@dataclass(slots=True)
-class _ResponseState:
-    """What one response has shown so far."""
-
-    calls: int = 0
-    finish: str | None = None
-    warned: set[str] = field(default_factory=set)
-
-
 class GeminiAdapter(HTTPAdapter):
     """Adapter for the Google Gemini API (`generateContent` / `streamGenerateContent`).
 
@@ -246,7 +227,11 @@ class GeminiAdapter(HTTPAdapter):
         if not settings.api_key:
             fallback = os.environ.get(FALLBACK_API_KEY_ENV)
             if fallback:
-                register_secret(fallback)
+                check_secret(
+                    fallback,
+                    source=f"environment variable {FALLBACK_API_KEY_ENV}",
+                    provider=settings.instance_id,
+                )
                 settings = replace(settings, api_key=fallback)
         if resolve_base_url(settings) is None and settings.api_version:
             version = settings.api_version.strip("/")
@@ -443,7 +428,7 @@ class GeminiAdapter(HTTPAdapter):
         else:
             try:
                 parsed = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):
                 parsed = None
             response = parsed if isinstance(parsed, dict) else {"output": text}
         out: dict[str, Any] = {"name": name, "response": response}
@@ -457,109 +442,54 @@ class GeminiAdapter(HTTPAdapter):
         """The assistant turn with this protocol's native content (see `assistant_message`)."""
         return assistant_message(generation)
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
-        """Send the request and yield its parts (see `Adapter.generate`)."""
-        body, warnings = self.prepare(request)
-        path = self.model_path(request.model)
-        params: dict[str, str] | None = None
-        if request.stream:
-            path += ":streamGenerateContent"
-            if self.stream_format == "sse":
-                params = {"alt": "sse"}
-        else:
-            path += ":generateContent"
-        response = await self.send(
-            "POST", "/" + path, json_body=body, params=params, request=request
-        )
-        try:
-            for text in warnings:
-                yield WarningPart(text)
-            state = _ResponseState()
-            if not request.stream:
-                payload = await self.read_json(response, request)
-                chunks = payload if isinstance(payload, list) else [payload]
-                for chunk in chunks:
-                    if request.retain_raw:
-                        yield RawPart(chunk)
-                    for part in self.parts_from_chunk(chunk, state, "generate"):
-                        yield part
-                yield END
-                return
-            if _is_event_stream(response, self.stream_format):
-                async for data in self.iter_sse_documents(response, request):
-                    chunk = self.parse_json(data)
-                    if request.retain_raw:
-                        yield RawPart(chunk)
-                    for part in self.parts_from_chunk(chunk, state, "stream"):
-                        yield part
-                if state.finish is not None:
-                    yield END  # a clean end of the body after a finish reason
-                return
-            reader = _JSONStreamReader(self.instance_id)
-            reads = self.iter_bytes(response, request)
-            async for data in reads:
-                for item in reader.feed(data):
-                    chunk = self.parse_json(item)
-                    if request.retain_raw:
-                        yield RawPart(chunk)
-                    for part in self.parts_from_chunk(chunk, state, "stream"):
-                        yield part
-                if reader.closed:
-                    await self.drain(reads)  # lets httpx keep the connection alive
-                    yield END  # the array's closing bracket
-                    return
-            if not reader.array and not reader.partial and state.finish is not None:
-                yield END  # bare objects: the clean end of the body is the sentinel
-        finally:
-            await response.aclose()
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
+        """Send the request and yield its parts (see `Adapter.generate`).
 
-    async def iter_sse_documents(
-        self, response: httpx.Response, request: GenerationRequest | None = None
-    ) -> AsyncIterator[bytes]:
-        """The JSON documents of an `alt=sse` body, in order.
-
-        Each server-sent event's `data:` (lines joined with `\\n`), and each JSON
-        object sent bare between events: Gemini reports an error that happens
-        mid-stream as a pretty-printed `{"error": {...}}` with no `data:` prefix
-        (what `google-genai`'s reader buffers too). Lines end at `\\n`, `\\r\\n` or
-        `\\r`; comment lines are skipped; an unterminated event at the end is dropped,
-        an unterminated bare object is returned (its parse then fails).
+        A streamed body is framed as its content type says (`_is_event_stream`):
+        server-sent events with bare JSON objects between them, or a JSON array.
         """
-        buf = b""
-        data: list[bytes] = []
-        bare = _JSONStreamReader(self.instance_id)
-        pending: list[bytes] = []
-        async for piece in self.iter_bytes(response, request):
-            buf = buf + piece if buf else piece
-            if b"\r" in buf:
-                # Keep a trailing CR: its LF may be in the next read.
-                tail = b"\r" if buf.endswith(b"\r") else b""
-                body = buf[:-1] if tail else buf
-                buf = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + tail
-            lines = buf.split(b"\n")
-            buf = lines.pop()
-            for line in lines:
-                if bare.partial or (not data and line.lstrip()[:1] == b"{"):
-                    pending.append(line)
-                    for document in bare.feed(line + b"\n"):
-                        pending = []
-                        yield document
-                elif not line:
-                    if data:
-                        yield data[0] if len(data) == 1 else b"\n".join(data)
-                        data = []
-                elif line[0] == 58:  # b":" comment / keep-alive
-                    continue
-                else:
-                    name, _, value = line.partition(b":")
-                    if name == b"data":
-                        data.append(value[1:] if value[:1] == b" " else value)
-        if pending:  # a bare object still open at the end of the body
-            done = bare.feed(buf)
-            yield done[0] if done else b"\n".join([*pending, buf])
 
-    def parts_from_chunk(self, chunk: Any, state: _ResponseState, phase: str) -> Iterator[Part]:
-        """Parts of one response chunk (or a whole response)."""
+        def send(warnings: list[str]) -> Awaitable[httpx.Response]:
+            body, notes = self.prepare(request)
+            warnings.extend(notes)
+            path = self.model_path(request.model)
+            params: dict[str, str] | None = None
+            if request.stream:
+                path += ":streamGenerateContent"
+                if self.stream_format == "sse":
+                    params = {"alt": "sse"}
+            else:
+                path += ":generateContent"
+            return self.send("POST", "/" + path, json_body=body, params=params, request=request)
+
+        calls = PartAssembler(tool_finish=True)
+
+        def whole(payload: Any) -> Iterator[Part]:
+            for chunk in payload if isinstance(payload, list) else [payload]:
+                yield from self.parts_from_chunk(chunk, calls, "generate")
+
+        def at_end() -> Iterator[Part]:
+            if calls.finish is not None:
+                yield END  # a clean end of the body after a finish reason
+
+        return self.stream_parts(
+            request,
+            send,
+            lambda chunk, _event: self.parts_from_chunk(chunk, calls, "stream"),
+            whole=whole,
+            framing=lambda response: (
+                "sse+json" if _is_event_stream(response, self.stream_format) else "json-array"
+            ),
+            at_end=at_end,
+            assembler=calls,
+        )
+
+    def parts_from_chunk(self, chunk: Any, calls: PartAssembler, phase: str) -> Iterator[Part]:
+        """Parts of one response chunk (or a whole response).
+
+        A `STOP` finish of a response that made calls becomes `tool_calls` when
+        `calls.fix` filters the parts (as `stream_parts` does).
+        """
         pid = self.instance_id
         chunk = as_dict(chunk, pid, "response")
         meta = opt_dict(chunk.get("usageMetadata"), pid, "usageMetadata")
@@ -587,18 +517,17 @@ class GeminiAdapter(HTTPAdapter):
             candidate = as_dict(candidate, pid, "candidates[]")
             content = opt_dict(candidate.get("content"), pid, "candidates[].content") or {}
             for part in as_list(content.get("parts"), pid, "content.parts"):
-                yield from self.parts_from_part(as_dict(part, pid, "parts[]"), state)
+                yield from self.parts_from_part(as_dict(part, pid, "parts[]"), calls)
             reason = opt_str(candidate.get("finishReason"), pid, "finishReason")
             if reason:
-                state.finish = reason
-                yield FinishPart(self.finish_reason(reason, state))
+                yield FinishPart(self.finish_reason(reason))
                 message = opt_str(candidate.get("finishMessage"), pid, "finishMessage")
                 if message and reason not in ("STOP", "MAX_TOKENS"):
                     yield WarningPart(f"gemini finished with {reason}: {message}")
         if usage is not None:
             yield UsagePart(usage)
 
-    def parts_from_part(self, part: dict[str, Any], state: _ResponseState) -> Iterator[Part]:
+    def parts_from_part(self, part: dict[str, Any], calls: PartAssembler) -> Iterator[Part]:
         """Parts of one content part (text, thought, function call)."""
         pid = self.instance_id
         text = part.get("text")
@@ -610,28 +539,25 @@ class GeminiAdapter(HTTPAdapter):
         call = opt_dict(part.get("functionCall"), pid, "parts[].functionCall")
         if call is not None:
             args = call.get("args")
-            yield ToolCallPart(
-                state.calls,
+            # Whole calls: each opens the next slot (a call after the finish chunk
+            # still makes the finish tool_calls: `PartAssembler.fix`).
+            yield from calls.call(
+                None,
                 opt_str(call.get("id"), pid, "functionCall.id") or None,
                 opt_str(call.get("name"), pid, "functionCall.name") or None,
                 "{}" if args is None else json.dumps(args, ensure_ascii=False),
             )
-            state.calls += 1
-            if state.finish == "STOP":  # a call after the finish chunk still makes it tool_calls
-                yield FinishPart("tool_calls")
             return
         for kind in _UNMAPPED_PART_KINDS:
-            if kind in part and kind not in state.warned:
-                state.warned.add(kind)
-                yield WarningPart(
+            if kind in part:
+                yield from calls.warn_once(
                     f"gemini: the response had {kind} parts, which are kept only in the raw payload"
                 )
 
     @staticmethod
-    def finish_reason(reason: str, state: _ResponseState) -> str:
-        """The neutral finish reason for a Gemini `finishReason` (unknown ones verbatim)."""
-        if reason == "STOP" and state.calls:
-            return "tool_calls"
+    def finish_reason(reason: str) -> str:
+        """The neutral finish reason for a Gemini `finishReason` (unknown ones verbatim;
+        `STOP` is `stop`, reconciled with the response's calls by `PartAssembler`)."""
         return _FINISH_MAP.get(reason, reason)
 
     def usage_from(self, u: dict[str, Any]) -> Usage:
@@ -821,10 +747,7 @@ def _is_event_stream(response: httpx.Response, requested: str) -> bool:
 
 def _error_object(body: bytes) -> Any | None:
     """The `error` object of an error body (also when wrapped in a list), or `None`."""
-    try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
+    payload = loads_or_none(body)
     if isinstance(payload, list) and payload:
         payload = payload[0]
     if not isinstance(payload, dict):
@@ -911,101 +834,3 @@ def assistant_message(generation: Generation) -> Message:
         tool_calls=generation.tool_calls,
         provider_data={PROVIDER_DATA_KEY: {"parts": parts}},
     )
-
-
-class _JSONStreamReader:
-    """Incremental reader of Gemini's un-SSE'd stream body: a JSON array of objects.
-
-    Fed bytes as they arrive (split anywhere, UTF-8 characters included), it returns
-    each complete top-level object's bytes and notes the closing `]`. A body of bare
-    objects (no array) is read too. Structural bytes are ASCII, so scanning bytes is
-    safe inside multi-byte characters; object text is decoded only when whole.
-    """
-
-    def __init__(self, provider: str) -> None:
-        self._provider = provider
-        self._buf = bytearray()
-        self._pos = 0
-        self._depth = 0
-        self._in_string = False
-        self._escape = False
-        self._started = False
-        self.array = False
-        self.closed = False
-
-    @property
-    def partial(self) -> bool:
-        """Whether an object has begun but not ended."""
-        return self._depth > 0
-
-    def _bad(self, byte: int) -> ProtocolError:
-        return ProtocolError(
-            f"{self._provider}: malformed stream body: unexpected {chr(byte)!r} between "
-            "response objects",
-            provider=self._provider,
-        )
-
-    def feed(self, data: bytes) -> list[bytes]:
-        """Consume `data`; return the objects it completed, in order.
-
-        Raises:
-            ProtocolError: For bytes that cannot appear between array elements.
-        """
-        if self.closed:
-            return []
-        buf = self._buf
-        buf += data
-        out: list[bytes] = []
-        pos = self._pos
-        start = 0
-        n = len(buf)
-        while pos < n:
-            c = buf[pos]
-            if self._depth:
-                if self._in_string:
-                    if self._escape:
-                        self._escape = False
-                    elif c == 0x5C:  # backslash
-                        self._escape = True
-                    elif c == 0x22:  # quote
-                        self._in_string = False
-                elif c == 0x22:
-                    self._in_string = True
-                elif c in (0x7B, 0x5B):  # { [
-                    self._depth += 1
-                elif c in (0x7D, 0x5D):  # } ]
-                    self._depth -= 1
-                    if not self._depth:
-                        out.append(bytes(buf[start : pos + 1]))
-                        start = pos + 1
-                pos += 1
-                continue
-            if c in (0x20, 0x09, 0x0A, 0x0D):  # whitespace
-                pos += 1
-                continue
-            if not self._started:
-                self._started = True
-                if c == 0x5B:  # [
-                    self.array = True
-                    pos += 1
-                    continue
-            if c == 0x7B:
-                self._depth = 1
-                start = pos
-            elif c == 0x2C and self.array:  # , between elements
-                pass
-            elif c == 0x5D and self.array:  # ] closes the stream
-                self.closed = True
-                self._buf = bytearray()
-                self._pos = 0
-                return out
-            else:
-                raise self._bad(c)
-            pos += 1
-        if self._depth:
-            del buf[:start]
-            self._pos = pos - start
-        else:
-            buf.clear()
-            self._pos = 0
-        return out

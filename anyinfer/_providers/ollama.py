@@ -20,30 +20,19 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from .._adapters.base import DiscoveredModel, Health, HTTPAdapter
+import httpx
+
+from .._adapters.base import DiscoveredModel, Health, HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile
 from .._errors import AnyInferError, ConfigError, ProtocolError, ProviderError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ImageContent, Message
 from .._request import GenerationRequest, ReasoningEffort
-from .._stream.parts import (
-    END,
-    EndPart,
-    FinishPart,
-    Part,
-    PhasesPart,
-    RawPart,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    UsagePart,
-    WarningPart,
-)
+from .._stream.parts import END, FinishPart, Part, PhasesPart, ReasoningPart, TextPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 
@@ -80,13 +69,6 @@ _NS_PER_MS = 1_000_000.0
 # Ollama says "model 'x' not found" (and, in older versions, `model "x" not found, try
 # pulling it first`).
 _MODEL_NOT_FOUND = re.compile(r"\bmodel\b.*\bnot found\b", re.IGNORECASE | re.DOTALL)
-
-
-@dataclass(slots=True)
-class _Tally:
-    """What one response has carried so far."""
-
-    calls: int = 0
 
 
 class OllamaAdapter(HTTPAdapter):
@@ -282,39 +264,27 @@ class OllamaAdapter(HTTPAdapter):
 
     # --- response ------------------------------------------------------------------
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
-        """Send the request and yield its parts (see `Adapter.generate`)."""
-        body, warnings = self.build_body(request)
-        for warning in warnings:
-            yield WarningPart(warning)
-        response = await self.send("POST", self.chat_path, json_body=body, request=request)
-        tally = _Tally()
-        try:
-            if not request.stream:
-                payload = await self.read_json(response, request)
-                if request.retain_raw:
-                    yield RawPart(payload)
-                for part in self.parts_from_object(payload, tally):
-                    yield part
-                    if isinstance(part, EndPart):
-                        return
-                # A whole body is complete even if a lenient server left out `done`.
-                yield END
-                return
-            frames = self.iter_ndjson(response, request)
-            async for obj in frames:
-                if request.retain_raw:
-                    yield RawPart(obj)
-                for part in self.parts_from_object(obj, tally):
-                    if isinstance(part, EndPart):
-                        await self.drain(frames)  # lets httpx keep the connection alive
-                        yield part
-                        return
-                    yield part
-        finally:
-            await response.aclose()
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
+        """Send the request and yield its parts (see `Adapter.generate`).
 
-    def parts_from_object(self, obj: Any, tally: _Tally | None = None) -> Iterator[Part]:
+        A whole body is complete even if a lenient server left out `done`.
+        """
+
+        def send(warnings: list[str]) -> Awaitable[httpx.Response]:
+            body, notes = self.build_body(request)
+            warnings.extend(notes)
+            return self.send("POST", self.chat_path, json_body=body, request=request)
+
+        calls = PartAssembler(tool_finish=True)
+        return self.stream_parts(
+            request,
+            send,
+            lambda obj, _event: self.parts_from_object(obj, calls),
+            framing="ndjson",
+            assembler=calls,
+        )
+
+    def parts_from_object(self, obj: Any, calls: PartAssembler | None = None) -> Iterator[Part]:
         """Parts of one stream object, or of the whole non-streaming response.
 
         The message's thinking, text and tool calls come first; on the `done: true`
@@ -322,15 +292,16 @@ class OllamaAdapter(HTTPAdapter):
 
         Args:
             obj: The parsed object.
-            tally: Running state of the response (tool-call slots); a fresh one when
-                omitted.
+            calls: The response's assembler (tool-call slots; a `stop` finish after
+                calls becomes `tool_calls` when it filters the parts); a fresh one
+                when omitted.
 
         Raises:
             ProviderError: A typed subclass for an `{"error": ...}` object.
             ProtocolError: For objects of the wrong shape.
         """
         pid = self.instance_id
-        tally = tally if tally is not None else _Tally()
+        calls = calls if calls is not None else PartAssembler(tool_finish=True)
         obj = as_dict(obj, pid, "chunk")
         error = obj.get("error")
         if error is not None:
@@ -344,7 +315,7 @@ class OllamaAdapter(HTTPAdapter):
             )
         message_obj = opt_dict(obj.get("message"), pid, "message")
         if message_obj:
-            yield from self.parts_from_message(message_obj, tally)
+            yield from self.parts_from_message(message_obj, calls)
         if obj.get("done") is not True:
             return
         usage = self.usage_from(obj)
@@ -355,10 +326,10 @@ class OllamaAdapter(HTTPAdapter):
             yield PhasesPart(phases)
         reason = opt_str(obj.get("done_reason"), pid, "done_reason")
         if reason:
-            yield FinishPart(finish_reason(reason, tally.calls > 0))
+            yield FinishPart(FINISH_MAP.get(reason, reason))
         yield END
 
-    def parts_from_message(self, message: dict[str, Any], tally: _Tally) -> Iterator[Part]:
+    def parts_from_message(self, message: dict[str, Any], calls: PartAssembler) -> Iterator[Part]:
         """Parts of one `message` object: thinking, content, then whole tool calls."""
         pid = self.instance_id
         thinking = as_str(message.get("thinking"), pid, "message.thinking")
@@ -377,13 +348,12 @@ class OllamaAdapter(HTTPAdapter):
                 fragment = arguments  # a proxy that sends OpenAI-style string arguments
             else:
                 fragment = json.dumps(arguments, ensure_ascii=False)
-            yield ToolCallPart(
-                tally.calls,
+            yield from calls.call(
+                None,
                 opt_str(call.get("id"), pid, "message.tool_calls[].id") or None,
                 opt_str(fn.get("name"), pid, "message.tool_calls[].function.name") or None,
                 fragment,
             )
-            tally.calls += 1
 
     def usage_from(self, obj: Mapping[str, Any]) -> Usage:
         """Usage from the final object's counters (absent counters stay unknown)."""

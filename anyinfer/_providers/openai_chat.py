@@ -9,25 +9,18 @@ report a refusal (`RefusalWatch`).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from .._adapters.base import DiscoveredModel, HTTPAdapter
+import httpx
+
+from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler, Sender
 from .._adapters.errormap import error_fields
 from .._adapters.profile import AdapterProfile
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ImageContent, Message, TextContent
 from .._request import GenerationRequest
-from .._stream.parts import (
-    END,
-    FinishPart,
-    Part,
-    RawPart,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    UsagePart,
-)
+from .._stream.parts import FinishPart, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 
@@ -166,41 +159,55 @@ class OpenAIChatAdapter(HTTPAdapter):
 
     # --- response ------------------------------------------------------------------
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
         """Send the request and yield its parts (see `Adapter.generate`)."""
-        response = await self.send(
-            "POST", "/chat/completions", json_body=self.build_body(request), request=request
-        )
-        frames = None
-        done = False
+
+        def send(_warnings: list[str]) -> Awaitable[httpx.Response]:
+            body = self.build_body(request)
+            return self.send("POST", "/chat/completions", json_body=body, request=request)
+
+        return self.chat_parts(request, send)
+
+    def chat_parts(
+        self,
+        request: GenerationRequest,
+        send: Sender,
+        *,
+        prepare: Callable[[Any, str], Any] | None = None,
+        assembler: PartAssembler | None = None,
+        empty_ok: bool = True,
+    ) -> AsyncIterator[Part]:
+        """The parts of a Chat Completions response, through `stream_parts`.
+
+        Streams end at `data: [DONE]`; a refusal turns a `stop` finish into
+        `content_filter` (`RefusalWatch`).
+
+        Args:
+            request: The attempt's request.
+            send: Sends the request (see `HTTPAdapter.stream_parts`).
+            prepare: Normalizes each chunk (`key` `"delta"`) or whole response
+                (`"message"`) before `parts_from_chunk` reads it.
+            assembler: The response's assembler.
+            empty_ok: Whether an empty 200 is a valid (empty) answer.
+        """
         refusal = RefusalWatch()
-        try:
-            if not request.stream:
-                payload = await self.read_json(response, request)
-                if request.retain_raw:
-                    yield RawPart(payload)
-                refusal.see(payload, "message")
-                for part in self.parts_from_chunk(payload, "message"):
-                    yield refusal.fix(part)
-                yield END
-                return
-            frames = self.iter_sse(response, request)
-            async for sse in frames:
-                data = sse.data
-                if data == b"[DONE]":
-                    done = True
-                    yield END
-                    return
-                chunk = self.parse_json(data)
-                if request.retain_raw:
-                    yield RawPart(chunk)
-                refusal.see(chunk, "delta")
-                for part in self.parts_from_chunk(chunk, "delta"):
-                    yield refusal.fix(part)
-        finally:
-            if done and frames is not None:
-                await self.drain(frames)  # lets httpx keep the connection alive
-            await response.aclose()
+
+        def decode(chunk: Any, key: str) -> Iterator[Part]:
+            refusal.see(chunk, key)
+            if prepare is not None:
+                chunk = prepare(chunk, key)
+            for part in self.parts_from_chunk(chunk, key):
+                yield refusal.fix(part)
+
+        return self.stream_parts(
+            request,
+            send,
+            lambda chunk, _event: decode(chunk, "delta"),
+            whole=lambda payload: decode(payload, "message"),
+            sentinel=b"[DONE]",
+            assembler=assembler,
+            empty_ok=empty_ok,
+        )
 
     def parts_from_chunk(self, chunk: Any, key: str) -> Iterator[Part]:
         """Parts of one stream chunk (`key="delta"`) or a whole response (`"message"`).

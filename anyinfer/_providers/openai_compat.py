@@ -31,24 +31,23 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal, get_args
 
 import httpx
 
-from .._adapters.base import POOL_OPTIONS, DiscoveredModel
+from .._adapters.base import POOL_OPTIONS, DiscoveredModel, PartAssembler
 from .._adapters.limits import LIMIT_OPTIONS
 from .._adapters.profile import AdapterProfile
 from .._client.instance import base_url_env, resolve_base_url
-from .._errors import ConfigError, ProviderError, StreamError
+from .._errors import ConfigError, ProviderError
 from .._knowledge.capabilities import ModelCapabilities
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
-from .._stream.parts import END, Part, PhasesPart, RawPart, WarningPart
+from .._stream.parts import Part, PhasesPart, WarningPart
 from ._wire import as_dict, as_list, opt_dict, opt_int
-from .openai_chat import OpenAIChatAdapter, RefusalWatch
+from .openai_chat import OpenAIChatAdapter
 
 __all__ = [
     "ENGINE_QUIRKS",
@@ -425,76 +424,26 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
 
     # --- response ------------------------------------------------------------------
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
-        """Send the request and yield its parts (see `Adapter.generate`)."""
-        response, fell_back = await self.open_response(request)
-        try:
-            if fell_back:
-                yield WarningPart(f"{self.instance_id}: {_FALLBACK_WARNING}")
-            # Closed here, not when collected: its drain must run before the close.
-            parts = self.parts_from_response(response, request)
-            async with aclosing(parts):  # type: ignore[type-var]
-                async for part in parts:
-                    yield part
-        finally:
-            await response.aclose()
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
+        """Send the request and yield its parts (see `Adapter.generate`).
 
-    async def parts_from_response(
-        self, response: httpx.Response, request: GenerationRequest
-    ) -> AsyncIterator[Part]:
-        """All parts of one response, streamed or whole, ending with `END`.
-
-        Raises:
-            StreamError: For an empty 200 (whole or streamed) - a server that failed
-                without saying so.
+        An empty 200 (whole or streamed) is a `StreamError`: a server that failed
+        without saying so. Repeated warnings are given once.
         """
-        pid = self.instance_id
-        state = _ChunkState(self.quirks, pid)
-        refusal = RefusalWatch()
-        if not request.stream:
-            body = await self.read_body(response, request)
-            if not body.strip():
-                raise StreamError(
-                    f"{pid}: the server answered 200 with an empty body", provider=pid
-                )
-            payload = self.parse_json(body)
-            if request.retain_raw:
-                yield RawPart(payload)
-            refusal.see(payload, "message")
-            for part in state.filter(
-                self.parts_from_chunk(state.prepare(payload, "message"), "message")
-            ):
-                yield refusal.fix(part)
-            yield END
-            return
-        events = 0
-        frames = self.iter_sse(response, request)
-        done = False
-        try:
-            async for sse in frames:
-                events += 1
-                if sse.data == b"[DONE]":
-                    done = True
-                    yield END
-                    return
-                chunk = self.parse_json(sse.data)
-                if request.retain_raw:
-                    yield RawPart(chunk)
-                refusal.see(chunk, "delta")
-                for part in state.filter(
-                    self.parts_from_chunk(state.prepare(chunk, "delta"), "delta")
-                ):
-                    yield refusal.fix(part)
-        finally:
-            if done:
-                await self.drain(frames)  # lets httpx keep the connection alive
-        if events == 0:
-            raise StreamError(
-                f"{pid}: the stream ended without sending anything (an empty 200: the "
-                "server failed without an error status)",
-                provider=pid,
-                phase="stream",
-            )
+
+        async def send(warnings: list[str]) -> httpx.Response:
+            response, fell_back = await self.open_response(request)
+            if fell_back:
+                warnings.append(f"{self.instance_id}: {_FALLBACK_WARNING}")
+            return response
+
+        return self.chat_parts(
+            request,
+            send,
+            prepare=_ChunkState(self.quirks).prepare,
+            assembler=PartAssembler(dedupe_warnings=True),
+            empty_ok=False,
+        )
 
     def chunk_usage(self, chunk: dict[str, Any]) -> dict[str, Any] | None:
         """Usage from the quirks' `usage_paths`, completed from llama.cpp `timings`."""
@@ -773,15 +722,14 @@ def _filtered(results: dict[str, Any], where: str) -> Iterator[str]:
 
 
 class _ChunkState:
-    """Per-response state: tool-call slot correlation, header dedupe, warning dedupe."""
+    """Per-response state: tool-call slot correlation (by id when a server sends no
+    `index`) and header dedupe, applied to each chunk before the shared reader."""
 
-    def __init__(self, quirks: Quirks, pid: str) -> None:
+    def __init__(self, quirks: Quirks) -> None:
         self.quirks = quirks
-        self.pid = pid
         self.slot_by_id: dict[str, int] = {}
         self.headers: dict[int, tuple[str | None, str | None]] = {}
         self.last_slot: int | None = None
-        self.warned: set[str] = set()
 
     def prepare(self, chunk: Any, key: str) -> Any:
         """`chunk` with its tool-call fragments normalized (a copy; never mutated)."""
@@ -860,12 +808,3 @@ class _ChunkState:
         if lone and self.last_slot is not None:
             return self.last_slot
         return position
-
-    def filter(self, parts: Iterator[Part]) -> Iterator[Part]:
-        """`parts`, with repeated warnings dropped."""
-        for part in parts:
-            if isinstance(part, WarningPart):
-                if part.text in self.warned:
-                    continue
-                self.warned.add(part.text)
-            yield part

@@ -59,10 +59,12 @@ replays the conversation as messages, tool calls and tool results only.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from .._adapters.base import DiscoveredModel, HTTPAdapter
+import httpx
+
+from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler
 from .._adapters.errormap import error_fields
 from .._adapters.profile import AdapterProfile
 from .._errors import ConfigError, ProviderError
@@ -70,17 +72,7 @@ from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ImageContent, Message, TextContent
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
-from .._stream.parts import (
-    END,
-    FinishPart,
-    Part,
-    RawPart,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    UsagePart,
-    WarningPart,
-)
+from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 from .openai_chat import OpenAIChatAdapter
@@ -279,40 +271,29 @@ class OpenAIResponsesAdapter(HTTPAdapter):
 
     # --- response ------------------------------------------------------------------
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
         """Send the request and yield its parts (see `Adapter.generate`)."""
-        response = await self.send(
-            "POST", "/responses", json_body=self.build_body(request), request=request
-        )
-        try:
-            for warning in self.ignored_sampling(request):
-                yield WarningPart(warning)
-            if not request.stream:
-                payload = await self.read_json(response, request)
-                if request.retain_raw:
-                    yield RawPart(payload)
-                for part in ResponsesReader(self, phase="generate").whole(payload):
-                    yield part
+
+        def send(warnings: list[str]) -> Awaitable[httpx.Response]:
+            body = self.build_body(request)
+            warnings.extend(self.ignored_sampling(request))
+            return self.send("POST", "/responses", json_body=body, request=request)
+
+        reader = ResponsesReader(self, phase="stream" if request.stream else "generate")
+
+        def decode(event: Any, name: str | None) -> Iterator[Part]:
+            yield from reader.event(event, name)
+            if reader.finished:
                 yield END
-                return
-            reader = ResponsesReader(self, phase="stream")
-            frames = self.iter_sse(response, request)
-            async for sse in frames:
-                if sse.data.strip() == b"[DONE]":
-                    await self.drain(frames)  # lets httpx keep the connection alive
-                    yield END
-                    return
-                event = self.parse_json(sse.data)
-                if request.retain_raw:
-                    yield RawPart(event)
-                for part in reader.event(event, sse.event):
-                    yield part
-                if reader.finished:
-                    await self.drain(frames)
-                    yield END
-                    return
-        finally:
-            await response.aclose()
+
+        return self.stream_parts(
+            request,
+            send,
+            decode,
+            whole=reader.whole,
+            sentinel=b"[DONE]",
+            assembler=reader.calls,
+        )
 
     def usage_from(self, u: dict[str, Any]) -> Usage:
         """Usage from a Responses `usage` object, with cache and reasoning details."""
@@ -370,10 +351,9 @@ class ResponsesReader:
         self.phase = phase
         self.finished = False
         self._ids: dict[str, int] = {}  # item id -> output_index
-        self._slots: dict[_ItemKey, int] = {}  # function_call item -> tool slot
-        self._announced: set[int] = set()  # slots with a part yielded
-        self._with_id: set[int] = set()  # slots whose call_id was yielded
-        self._with_name: set[int] = set()  # slots whose name was yielded
+        # function_call item -> tool slot; a completed response with calls finishes as
+        # tool_calls (when `calls.fix` filters the parts, as `stream_parts` does).
+        self.calls = PartAssembler(tool_finish=True, dedupe_headers=True)
         self._emitted: dict[_TextKey, str] = {}
         self._reasoning_keys: set[_TextKey] = set()
         self._refused = False
@@ -406,12 +386,12 @@ class ResponsesReader:
             delta = as_str(ev.get("delta"), pid, f"{kind}.delta")
             args_key = (item_key, 0, "args")
             self._emitted[args_key] = self._emitted.get(args_key, "") + delta
-            yield from self._call(self._slot(item_key), None, None, delta)
+            yield from self.calls.call(item_key, None, None, delta)
         elif kind == "response.function_call_arguments.done":
             item_key = self._item_key(ev)
             final = _arguments_text(ev.get("arguments"), pid, f"{kind}.arguments")
             rest = self._remainder((item_key, 0, "args"), final)
-            yield from self._call(self._slot(item_key), None, None, rest)
+            yield from self.calls.call(item_key, None, None, rest)
         elif kind == "response.output_item.added":
             item = as_dict(ev.get("item"), pid, f"{kind}.item")
             item_key = self._item_key(ev, item)
@@ -473,11 +453,11 @@ class ResponsesReader:
 
     def _function_call(self, key: _ItemKey, item: dict[str, Any], where: str) -> Iterator[Part]:
         pid = self.pid
-        slot = self._slot(key)
         call_id = opt_str(item.get("call_id"), pid, f"{where}.call_id") or None
         name = opt_str(item.get("name"), pid, f"{where}.name") or None
         final = _arguments_text(item.get("arguments"), pid, f"{where}.arguments")
-        yield from self._call(slot, call_id, name, self._remainder((key, 0, "args"), final))
+        rest = self._remainder((key, 0, "args"), final)
+        yield from self.calls.call(key, call_id, name, rest)
 
     # --- the end -------------------------------------------------------------------
 
@@ -496,12 +476,8 @@ class ResponsesReader:
             )
         self.finished = True
         if status == "completed":
-            if self._slots:
-                yield FinishPart("tool_calls")
-            elif self._refused:
-                yield FinishPart("content_filter")
-            else:
-                yield FinishPart("stop")
+            refused = self._refused and not self.calls.calls
+            yield FinishPart("content_filter" if refused else "stop")
         elif status == "incomplete":
             details = opt_dict(response.get("incomplete_details"), pid, "incomplete_details")
             reason = opt_str((details or {}).get("reason"), pid, "incomplete_details.reason")
@@ -525,12 +501,6 @@ class ResponsesReader:
     def _content_key(self, ev: dict[str, Any], field: str, kind: str) -> _TextKey:
         index = opt_int(ev.get(field), self.pid, f"event.{field}") or 0
         return (self._item_key(ev), index, kind)
-
-    def _slot(self, key: _ItemKey) -> int:
-        slot = self._slots.get(key)
-        if slot is None:
-            slot = self._slots[key] = len(self._slots)
-        return slot
 
     def _remainder(self, key: _TextKey, final: str) -> str:
         """What `final` adds to what was already yielded under `key` (and record it)."""
@@ -561,23 +531,6 @@ class ResponsesReader:
         sent = self._emitted.get(key, "")
         if final.startswith(sent):
             yield from self._piece(key, final[len(sent) :])
-
-    def _call(
-        self, slot: int, call_id: str | None, name: str | None, fragment: str
-    ) -> Iterator[Part]:
-        """A tool-call part, when it says something new about the slot."""
-        new_slot = slot not in self._announced
-        new_id = bool(call_id) and slot not in self._with_id
-        new_name = bool(name) and slot not in self._with_name
-        self._announced.add(slot)
-        if new_id:
-            self._with_id.add(slot)
-        if new_name:
-            self._with_name.add(slot)
-        if new_slot or new_id or new_name or fragment:
-            yield ToolCallPart(
-                slot, call_id if new_id else None, name if new_name else None, fragment
-            )
 
 
 def _arguments_text(value: Any, pid: str, where: str) -> str:

@@ -20,10 +20,10 @@ import pytest
 from helpers import NO_RETRY, run, sse
 
 import anyinfer as ai
+from anyinfer._adapters.framing import DEFAULT_MAX_FRAME_BYTES, JSONArrayFramer
 from anyinfer._providers.gemini import (
     THINKING_BUDGETS,
     GeminiAdapter,
-    _JSONStreamReader,
     assistant_message,
     content_parts,
 )
@@ -812,22 +812,26 @@ def test_json_stream_reader_objects_across_every_split() -> None:
         "[" + "\n,\r\n".join(json.dumps(o, ensure_ascii=False) for o in objects) + "\n]"
     ).encode()
     for pieces in _split_everywhere(body):
-        reader = _JSONStreamReader("gemini")
+        reader = _array_reader()
         got = [json.loads(chunk) for piece in pieces for chunk in reader.feed(piece)]
         assert got == objects
         assert reader.closed
 
 
+def _array_reader() -> JSONArrayFramer:
+    return JSONArrayFramer("gemini", DEFAULT_MAX_FRAME_BYTES)
+
+
 def test_json_stream_reader_bare_objects_and_errors() -> None:
-    reader = _JSONStreamReader("gemini")
+    reader = _array_reader()
     assert reader.feed(b'{"a": 1}\n{"b"') == [b'{"a": 1}']
     assert reader.partial and not reader.array
     assert reader.feed(b": 2}") == [b'{"b": 2}']
     with pytest.raises(ai.ProtocolError):
-        _JSONStreamReader("gemini").feed(b"data: {}")
+        _array_reader().feed(b"data: {}")
     with pytest.raises(ai.ProtocolError):
-        _JSONStreamReader("gemini").feed(b'{"a": 1}]')
-    done = _JSONStreamReader("gemini")
+        _array_reader().feed(b'{"a": 1}]')
+    done = _array_reader()
     assert done.feed(b"[]") == [] and done.closed
     assert done.feed(b"garbage after the end is never read") == []
 

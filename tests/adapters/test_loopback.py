@@ -12,6 +12,8 @@ import pytest
 from helpers import NO_RETRY, settings_for
 
 import anyinfer as ai
+from conformance.registry import AdapterEntry, ConformanceRegistry, load_builtins
+from conformance.runner import Harness
 from fakeservers import FakeServer, Fault, Script, ScriptUsage, Text, ToolFragment, get_dialect
 
 settings = settings_for("openai", api_key="sk-loopback")  # settings(srv): its base_url
@@ -237,4 +239,36 @@ def test_connections_are_reused_after_a_drained_stream() -> None:
             for _ in range(3):
                 client.stream("hi", target="openai:m").collect()
                 client.generate("hi", target="openai:m")
+        assert srv.connections_opened == 1
+
+
+# --- connection reuse, every built-in adapter, both clients --------------------------------
+
+_BUILTINS = ConformanceRegistry()
+load_builtins(_BUILTINS)
+
+
+@pytest.mark.parametrize("entry", _BUILTINS.entries(), ids=[e.name for e in _BUILTINS.entries()])
+@pytest.mark.parametrize("client_kind", ["sync", "async"])
+def test_five_sequential_streams_use_one_connection(entry: AdapterEntry, client_kind: str) -> None:
+    # The template drains each stream to the end of its body after the sentinel, so the
+    # connection goes back to the pool instead of being dropped.
+    h = Harness(_BUILTINS, entry)
+    script = Script(pieces=(Text("Hel"), Text("lo")), usage=ScriptUsage(4, 2))
+    target = f"{entry.name}:m"
+    with FakeServer(h.dialect, lambda _r: script) as srv:
+        s = replace(h.settings(base_url=srv.base_url), timeout_s=5.0)
+        if client_kind == "sync":
+            with ai.Client([s], registry=h._providers) as client:
+                texts = [client.stream("hi", target=target).collect().text for _ in range(5)]
+        else:
+
+            async def go() -> list[str]:
+                async with ai.AsyncClient([s], registry=h._providers) as client:
+                    return [
+                        (await client.stream("hi", target=target).collect()).text for _ in range(5)
+                    ]
+
+            texts = asyncio.run(go())
+        assert texts == ["Hello"] * 5
         assert srv.connections_opened == 1
