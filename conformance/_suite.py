@@ -143,13 +143,51 @@ def test_hostile(
 ) -> None:
     """Hostile-world scripts: odd but legal shapes are checked in full (they have one right
     reading); after a malformed frame only the grammar, nothing lost, a typed error and
-    no hang are asked."""
+    no hang are asked. The line-ending cases (`_line_ending_cases`) run after, at any
+    sampling depth."""
     anyinfer_harness.check_property(
         anyinfer_hostile_scripts,
         modes=("async-stream", "sync-stream", "async-generate"),
         max_examples=anyinfer_examples,
         robust=True,
     )
+    failures: list[tuple[str, ConformanceFailure]] = []
+    for label, script in _line_ending_cases(anyinfer_harness):
+        try:
+            anyinfer_harness.verify(script, "async-stream", robust=True)
+        except ConformanceFailure as failure:
+            failures.append((label, failure))
+    if failures:
+        raise _grouped(failures)
+
+
+def _line_ending_cases(harness: Harness) -> list[tuple[str, Script]]:
+    """Every line ending the framing allows, each for a clean response, a cut after the
+    first frame of a one-frame response (after its finish reason: the trailing-usage
+    rule) and a cut after content (the failure-flush rule). A shallow sampling (the CI
+    profile) can miss these; a framer that held back a bare CR broke exactly them."""
+    from fakeservers import Fault, Script, Text
+
+    from .strategies import LINE_ENDINGS
+
+    sse = harness.dialect.content_type == "text/event-stream"
+    cases: list[tuple[str, Script]] = []
+    for ending in LINE_ENDINGS if sse else ("lf", "crlf"):
+        text = (Text("Line "), Text("ends."))
+        cases += [
+            (f"{ending}: clean", Script(pieces=text, line_ending=ending)),
+            (
+                f"{ending}: cut after the finish",
+                Script(
+                    finish_reason="other_0", fault=Fault("disconnect", at=1), line_ending=ending
+                ),
+            ),
+            (
+                f"{ending}: cut after content",
+                Script(pieces=text, fault=Fault("disconnect", at=1), line_ending=ending),
+            ),
+        ]
+    return cases
 
 
 @pytest.mark.anyinfer_conformance(covers=STREAM)

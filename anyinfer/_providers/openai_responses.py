@@ -351,9 +351,8 @@ class ResponsesReader:
         self.phase = phase
         self.finished = False
         self._ids: dict[str, int] = {}  # item id -> output_index
-        # function_call item -> tool slot; a completed response with calls finishes as
-        # tool_calls (when `calls.fix` filters the parts, as `stream_parts` does).
-        self.calls = PartAssembler(tool_finish=True, dedupe_headers=True)
+        # function_call item -> tool slot, each slot's id and name yielded once.
+        self.calls = PartAssembler(dedupe_headers=True)
         self._emitted: dict[_TextKey, str] = {}
         self._reasoning_keys: set[_TextKey] = set()
         self._refused = False
@@ -476,8 +475,12 @@ class ResponsesReader:
             )
         self.finished = True
         if status == "completed":
-            refused = self._refused and not self.calls.calls
-            yield FinishPart("content_filter" if refused else "stop")
+            # A completed response that made calls finishes as tool_calls; only a
+            # completed one: an incomplete response keeps its own reason.
+            if self.calls.calls:
+                yield FinishPart("tool_calls")
+            else:
+                yield FinishPart("content_filter" if self._refused else "stop")
         elif status == "incomplete":
             details = opt_dict(response.get("incomplete_details"), pid, "incomplete_details")
             reason = opt_str((details or {}).get("reason"), pid, "incomplete_details.reason")

@@ -1056,3 +1056,19 @@ def test_registry_builds_this_adapter() -> None:
     cls = ai.default_registry().adapter_class(PID)
     assert cls is OpenAIResponsesAdapter
     assert cls.profile.conformance_dialect == "openai-responses"
+
+
+def test_an_incomplete_response_with_calls_keeps_its_own_finish_reason() -> None:
+    # Only a completed response with calls finishes as tool_calls (found by the CI
+    # conformance profile when the reconciliation was applied to every `stop`).
+    from conformance.registry import ConformanceRegistry, load_builtins
+    from conformance.runner import Harness
+
+    registry = ConformanceRegistry()
+    load_builtins(registry)
+    script = Script(
+        pieces=(Text("000"), ToolFragment(0, "{}", id="call_0", name="a")),
+        finish_reason=None,
+    )
+    run = Harness(registry, registry.get("openai-responses")).verify(script, "async-stream")
+    assert run is not None
