@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import ConfigError
+from .._structured import keywords
 
 __all__ = [
     "REASONING_EFFORTS",
@@ -147,20 +148,10 @@ def _need_tools(tools: Any) -> None:
             raise _fail(f"tools[{i}]", "a ToolSpec, a Tool or a callable", entry)
 
 
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SCHEMA_ONE = (
-    "additionalProperties",
-    "not",
-    "if",
-    "then",
-    "else",
-    "contains",
-    "propertyNames",
-    "unevaluatedProperties",
-    "unevaluatedItems",
-    "additionalItems",
-)
-_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+# Sorted, so the first malformed keyword named is the same on every run.
+_SCHEMA_MAPS = tuple(sorted(keywords.MAPS))
+_SCHEMA_ONE = tuple(sorted(keywords.ONE - {"items"}))  # `items` is read below: one or a list
+_SCHEMA_LISTS = tuple(sorted(keywords.LISTS - {"items"}))
 
 
 def check_json_schema(schema: Any, name: str) -> None:

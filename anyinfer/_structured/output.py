@@ -38,6 +38,7 @@ from .._errors import ConfigError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import Message
 from .._types import Mechanism
+from . import keywords
 
 __all__ = [
     "MECHANISMS",
@@ -533,25 +534,9 @@ def extract_json(text: str) -> str:
 
 # --- JSON Schema helpers ---------------------------------------------------------------
 
-_SUBSCHEMA = frozenset(
-    {
-        "items",
-        "additionalProperties",
-        "additionalItems",
-        "not",
-        "if",
-        "then",
-        "else",
-        "contains",
-        "propertyNames",
-        "unevaluatedItems",
-        "unevaluatedProperties",
-    }
-)
-_SUBSCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems", "items"})
-_SUBSCHEMA_MAPS = frozenset(
-    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
-)
+_SUBSCHEMA = keywords.ONE
+_SUBSCHEMA_LISTS = keywords.LISTS
+_SUBSCHEMA_MAPS = keywords.MAPS
 
 
 def _map_schema(node: Any, visit: Callable[[dict[str, Any]], Any]) -> Any:
