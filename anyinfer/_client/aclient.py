@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -20,7 +20,6 @@ from .._request import (
     ToolSpec,
 )
 from .._settings import ProviderSettings
-from .._stream.events import StreamEvent
 from .._stream.generation import AsyncStream
 from .._types import Generation, ResolvedTarget, Target
 from .credentials import ResolverChain
@@ -539,23 +538,21 @@ class AsyncClient:
             ConfigError: For an invalid call.
         """
         check_request(**{k: v for k, v in locals().items() if k not in ("self", "messages")})
-        return AsyncStream(
-            self._start(
-                messages,
-                wire_stream=True,
-                target=target,
-                route=route,
-                schema=schema,
-                tools=tools,
-                tool_choice=tool_choice,
-                sampling=sampling,
-                reasoning=reasoning,
-                timeout_s=timeout_s,
-                repair=repair,
-                provider_options=provider_options,
-                metadata=metadata,
-                max_response_bytes=max_response_bytes,
-            )
+        return self._start(
+            messages,
+            wire_stream=True,
+            target=target,
+            route=route,
+            schema=schema,
+            tools=tools,
+            tool_choice=tool_choice,
+            sampling=sampling,
+            reasoning=reasoning,
+            timeout_s=timeout_s,
+            repair=repair,
+            provider_options=provider_options,
+            metadata=metadata,
+            max_response_bytes=max_response_bytes,
         )
 
     def _start(
@@ -576,7 +573,7 @@ class AsyncClient:
         provider_options: Mapping[str, Mapping[str, Any]] | None = None,
         metadata: Mapping[str, str] | None = None,
         max_response_bytes: int | None = None,
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncStream:
         """Check a call's arguments and return its event stream (nothing is sent yet).
 
         `stream()`, `generate()` and the `run_tools` rounds all start here; `wire_stream`
@@ -624,7 +621,11 @@ class AsyncClient:
             max_response_bytes=max_response_bytes,
         )
         router = self._router or self._build_router()
-        return router.run(chosen, targets, redirects, base, provider_options or {}, structured)
+        ended: list[Generation] = []
+        events = router.run(
+            chosen, targets, redirects, base, provider_options or {}, structured, ended
+        )
+        return AsyncStream._routed(events, ended)
 
     def _build_router(self) -> Router:
         """The router and attempt runner, built (and their modules imported) on first use."""
@@ -670,7 +671,7 @@ class AsyncClient:
             ProviderError: A failure after content was shown (no fallback then).
         """
         check_request(**{k: v for k, v in locals().items() if k not in ("self", "messages")})
-        source = self._start(
+        stream = self._start(
             messages,
             wire_stream=False,
             target=target,
@@ -686,13 +687,12 @@ class AsyncClient:
             metadata=metadata,
             max_response_bytes=max_response_bytes,
         )
-        return await AsyncStream(source).collect()
+        return await stream.collect()
 
     async def _tool_round(self, messages: MessagesInput, **kwargs: Any) -> Generation:
         """One `run_tools` round: `generate()` (same arguments), keeping the raw payload
         for the next turn."""
-        source = self._start(messages, wire_stream=False, retain_raw=True, **kwargs)
-        return await AsyncStream(source).collect()
+        return await self._start(messages, wire_stream=False, retain_raw=True, **kwargs).collect()
 
     async def run_tools(
         self,
