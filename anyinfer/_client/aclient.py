@@ -22,7 +22,7 @@ from .._request import (
 from .._settings import ProviderSettings
 from .._stream.generation import AsyncStream
 from .._types import Generation, ResolvedTarget, Target
-from .credentials import ResolverChain
+from .credentials import ResolverChain, check_literal_key
 from .health import Breakers
 from .instance import instance_config
 from .route import Route
@@ -49,6 +49,10 @@ if TYPE_CHECKING:
 __all__ = ["AsyncClient"]
 
 _T = TypeVar("_T")
+
+
+_NO_SAMPLING = Sampling()
+"""The sampling of a call that passes none (immutable, so shared)."""
 
 
 class AsyncClient:
@@ -112,10 +116,12 @@ class AsyncClient:
                 raise ConfigError(
                     f"two providers share the instance id {s.instance_id!r}; give one an alias"
                 )
+            check_literal_key(s.api_key, provider=s.instance_id)
             settings[s.instance_id] = s
         if route is not None and not isinstance(route, Route):
             raise ConfigError(f"route must be a Route, got {type(route).__name__}")
         self._route = route
+        self._target_routes: dict[str, Route] = {}
         overrides = dict(capability_overrides or {})
         self._targets = Targets(
             registry,
@@ -279,9 +285,9 @@ class AsyncClient:
         found = await adapter.models()
         from .._knowledge.capabilities import capabilities_from_discovery
 
-        store = self._capabilities()
+        self._capabilities()
         for model in found:
-            store.record(
+            self._targets.record(
                 f"{adapter.instance_id}:{model.id}", capabilities_from_discovery(model), "discovery"
             )
         return found
@@ -485,7 +491,17 @@ class AsyncClient:
         if target is not None and route is not None:
             raise ConfigError("pass target= or route=, not both")
         if target is not None:
-            return Route.coerce(target, like=self._route)
+            if type(target) is not str:
+                return Route.coerce(target, like=self._route)
+            # A route is immutable and a function of the string and the client's default
+            # route (fixed at construction), so one per target string is built once.
+            cached = self._target_routes.get(target)
+            if cached is None:
+                cached = Route.coerce(target, like=self._route)
+                if len(self._target_routes) >= 256:
+                    self._target_routes.clear()
+                self._target_routes[target] = cached
+            return cached
         if route is not None:
             return Route.coerce(route, like=self._route)
         if self._route is None:
@@ -606,25 +622,26 @@ class AsyncClient:
             raise ConfigError(f"timeout_s must be positive, got {timeout_s!r}")
         if max_response_bytes is not None and max_response_bytes <= 0:
             raise ConfigError(f"max_response_bytes must be positive, got {max_response_bytes!r}")
+        router = self._router or self._build_router()
+        options = provider_options or {}
+        first = targets[0]
         base = GenerationRequest(
-            model="",
+            # Built for the first target, which the router then sends as it is.
+            model=first.model,
             messages=msgs,
             stream=wire_stream,
             tools=tool_specs,
             tool_choice=tool_choice,
-            sampling=sampling or Sampling(),
+            sampling=sampling or _NO_SAMPLING,
             reasoning=reasoning,
-            provider_options={},
+            provider_options=dict(router.options_for(first, options)),
             retain_raw=self._retain_raw if retain_raw is None else retain_raw,
             metadata=dict(metadata or {}),
             timeout_s=timeout_s,
             max_response_bytes=max_response_bytes,
         )
-        router = self._router or self._build_router()
         ended: list[Generation] = []
-        events = router.run(
-            chosen, targets, redirects, base, provider_options or {}, structured, ended
-        )
+        events = router.run(chosen, targets, redirects, base, options, structured, ended)
         return AsyncStream._routed(events, ended)
 
     def _build_router(self) -> Router:

@@ -27,6 +27,7 @@ __all__ = [
     "EnvResolver",
     "KeyringResolver",
     "ResolverChain",
+    "check_literal_key",
     "check_secret",
     "register_header_secrets",
 ]
@@ -91,6 +92,20 @@ def check_secret(
             provider=provider,
         )
     return secret
+
+
+def check_literal_key(value: str | None, *, provider: str) -> None:
+    """Check an `api_key` given as a literal value when the client is built.
+
+    A reference (`env://NAME`, `credential://...`) is resolved, and checked, when its
+    instance's adapter is first built; a literal is known now, so a broken one (a
+    trailing newline from a file, say) is refused at once, where it was passed.
+
+    Raises:
+        ConfigError: As `check_secret`, naming the instance, never the value.
+    """
+    if value is not None and not _SCHEME.match(value):
+        check_secret(value, source="api_key", provider=provider)
 
 
 def register_header_secrets(

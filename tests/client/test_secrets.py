@@ -55,8 +55,36 @@ def _all_text(exc: BaseException) -> str:
 def test_an_unsendable_key_is_a_config_error_before_anything_is_sent(
     key: str, problem: str
 ) -> None:
+    # A literal key is refused where it is passed: when the client is built.
     with FakeServer("openai-chat", [Script(pieces=(Text("x"),))]) as srv:
         settings = ai.ProviderSettings("openai", api_key=key, base_url=srv.base_url)
+        with pytest.raises(ai.ConfigError) as caught:
+            ai.Client([settings])
+        with pytest.raises(ai.ConfigError) as caught_async:
+            ai.AsyncClient([settings])
+        assert srv.served == 0
+    for exc in (caught.value, caught_async.value):
+        assert problem in str(exc) and "'openai'" in str(exc) and "api_key" in str(exc)
+        text = _all_text(exc)
+        assert key.strip() not in text and key.strip()[:14] not in text
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("sk-newline-key-0123456789\n", "ends with a newline"),
+        ("sk-nonascii-k\u00e9y-0123456789", "non-ASCII"),
+    ],
+)
+def test_an_unsendable_referenced_key_fails_its_attempt_before_anything_is_sent(
+    key: str, problem: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reference is resolved when the instance is first used: the attempt fails typed.
+    monkeypatch.setenv("SECRETS_TEST_KEY", key)
+    with FakeServer("openai-chat", [Script(pieces=(Text("x"),))]) as srv:
+        settings = ai.ProviderSettings(
+            "openai", api_key="env://SECRETS_TEST_KEY", base_url=srv.base_url
+        )
         with ai.Client([settings]) as client:
             with pytest.raises(ai.AllTargetsFailedError) as caught:
                 client.generate("hi", route=_route())
@@ -301,11 +329,12 @@ def test_a_credential_in_provider_options_is_registered() -> None:
     assert redact(f"{token} opt-header-value-0123456789") == f"{MASK} {MASK}"
 
 
-def test_a_refused_key_moves_the_route_to_its_next_target() -> None:
+def test_a_refused_key_moves_the_route_to_its_next_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SECRETS_BAD_KEY", "sk-bad-key-0123456789\n")
     with FakeServer("openai-chat", [Script(pieces=(Text("fallback ok"),))]) as srv:
-        bad = ai.ProviderSettings(
-            "openai", api_key="sk-bad-key-0123456789\n", base_url=srv.base_url
-        )
+        bad = ai.ProviderSettings("openai", api_key="env://SECRETS_BAD_KEY", base_url=srv.base_url)
         good = ai.ProviderSettings(
             "openai", alias="backup", api_key="sk-good-key-0123456789", base_url=srv.base_url
         )
