@@ -250,13 +250,14 @@ class AttemptRunner:
         """Record what a successful response showed about the model (probe layer)."""
         if not request.stream:
             return
+        key = f"{target.provider}:{target.model}"
+        seen = not usage.is_empty()
+        known = self.targets.store.layer(key, "probe")
+        if known is not None and known.streaming_usage is seen:
+            return  # the probe layer already says so: recording it again changes nothing
         from .._knowledge.capabilities import ModelCapabilities
 
-        self.targets.store.record(
-            f"{target.provider}:{target.model}",
-            ModelCapabilities(streaming_usage=not usage.is_empty()),
-            "probe",
-        )
+        self.targets.record(key, ModelCapabilities(streaming_usage=seen), "probe")
 
     def priced(self, target: ResolvedTarget, usage: Usage) -> Usage:
         """`usage` with `cost_usd` filled in, where the target's pricing is known."""

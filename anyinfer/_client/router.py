@@ -49,6 +49,13 @@ class Router:
         self._breakers = breakers
         self._telemetry = telemetry
 
+    @staticmethod
+    def options_for(
+        target: ResolvedTarget, provider_options: Mapping[str, Mapping[str, Any]]
+    ) -> Mapping[str, Any]:
+        """The extra body fields for `target`: its instance id's, else its engine id's."""
+        return provider_options.get(target.provider) or provider_options.get(target.provider_id, {})
+
     async def run(
         self,
         route: Route,
@@ -65,7 +72,8 @@ class Router:
             route: The route's policies (retry, decide, breaker).
             targets: The route's targets, resolved, in order.
             redirects: Its content-policy targets, resolved.
-            base: The request, without a model or provider options yet.
+            base: The request; a target it was not built for (model and provider
+                options) gets a copy with its own.
             provider_options: Extra body fields per provider (instance id first, then
                 engine id).
             structured: The structured output asked for, if any.
@@ -87,10 +95,11 @@ class Router:
                 if not self._breakers.allow(str(target), threshold, cooldown):
                     trail.record(AttemptRecord(target, "skipped_unhealthy"), Usage())
                     continue
-                options = provider_options.get(target.provider) or provider_options.get(
-                    target.provider_id, {}
-                )
-                request = replace(base, model=target.model, provider_options=dict(options))
+                options = self.options_for(target, provider_options)
+                if target.model == base.model and options == base.provider_options:
+                    request = base  # built for this target already (the usual first one)
+                else:
+                    request = replace(base, model=target.model, provider_options=dict(options))
                 attempts = self._attempts.on(target, request, route, structured, trail)
                 while True:
                     try:

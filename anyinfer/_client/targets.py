@@ -11,6 +11,7 @@ the capability layers) loads on first use, never at import.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -25,11 +26,14 @@ if TYPE_CHECKING:
     from .._adapters.base import Adapter
     from .._adapters.profile import AdapterProfile
     from .._adapters.registry import ProviderRegistry
-    from .._knowledge.capabilities import CapabilityStore, ModelCapabilities
+    from .._knowledge.capabilities import CapabilityStore, ModelCapabilities, Provenance
     from .._knowledge.catalog import Catalog
     from .._knowledge.pricing import PricingTable
 
 __all__ = ["Targets"]
+
+_ASSEMBLED_MAX = 1024
+"""Targets whose assembled capabilities are kept at most (the cache is emptied past it)."""
 
 
 class Targets:
@@ -67,6 +71,12 @@ class Targets:
         self._pricing = pricing
         self._overrides = overrides
         self._caps: CapabilityStore | None = None
+        # Assembled capabilities per target. The catalog and pricing table are immutable
+        # and the overrides fixed, so only a `record()` changes an answer: it bumps the
+        # generation and clears the cache (a lookup that raced with it is not kept).
+        self._assembled: dict[ResolvedTarget, ModelCapabilities] = {}
+        self._assembled_gen = 0
+        self._assembled_lock = threading.Lock()
         self.closed = False
 
     # --- knowledge ---------------------------------------------------------------
@@ -101,8 +111,30 @@ class Targets:
         return self._caps
 
     def capabilities(self, target: ResolvedTarget) -> ModelCapabilities:
-        """What a resolved target's model can do, from every layer."""
-        return self.store.get(f"{target.provider}:{target.model}", provider_id=target.provider_id)
+        """What a resolved target's model can do, from every layer (assembled once per
+        target until the next `record()`)."""
+        caps = self._assembled.get(target)
+        if caps is not None:
+            return caps
+        gen = self._assembled_gen
+        caps = self.store.get(f"{target.provider}:{target.model}", provider_id=target.provider_id)
+        with self._assembled_lock:
+            if gen == self._assembled_gen:
+                if len(self._assembled) >= _ASSEMBLED_MAX:
+                    self._assembled.clear()
+                self._assembled[target] = caps
+        return caps
+
+    def record(self, key: str, caps: ModelCapabilities, layer: Provenance) -> None:
+        """Record facts into the capability store (see `CapabilityStore.record`).
+
+        Every write to the store goes through here, so that `capabilities()` never
+        answers from an assembly the write made stale.
+        """
+        self.store.record(key, caps, layer)
+        with self._assembled_lock:
+            self._assembled_gen += 1
+            self._assembled.clear()
 
     # --- resolution --------------------------------------------------------------
 
