@@ -553,7 +553,20 @@ class AsyncClient:
         Raises:
             ConfigError: For an invalid call.
         """
-        check_request(**{k: v for k, v in locals().items() if k not in ("self", "messages")})
+        check_request(
+            target=target,
+            route=route,
+            schema=schema,
+            tools=tools,
+            tool_choice=tool_choice,
+            sampling=sampling,
+            reasoning=reasoning,
+            timeout_s=timeout_s,
+            repair=repair,
+            provider_options=provider_options,
+            metadata=metadata,
+            max_response_bytes=max_response_bytes,
+        )
         return self._start(
             messages,
             wire_stream=True,
@@ -687,7 +700,20 @@ class AsyncClient:
             AllTargetsFailedError: Every target failed.
             ProviderError: A failure after content was shown (no fallback then).
         """
-        check_request(**{k: v for k, v in locals().items() if k not in ("self", "messages")})
+        check_request(
+            target=target,
+            route=route,
+            schema=schema,
+            tools=tools,
+            tool_choice=tool_choice,
+            sampling=sampling,
+            reasoning=reasoning,
+            timeout_s=timeout_s,
+            repair=repair,
+            provider_options=provider_options,
+            metadata=metadata,
+            max_response_bytes=max_response_bytes,
+        )
         stream = self._start(
             messages,
             wire_stream=False,

@@ -229,11 +229,11 @@ class AttemptRunner:
         """
         if not self._context_gate:
             return
-        from .._knowledge.budget import compute_budget, context_gate_error, gate_refuses
-
         caps = self.targets.capabilities(target)
         if caps.context_window is None:
             return
+        from .._knowledge.budget import compute_budget, context_gate_error, gate_refuses
+
         budget = compute_budget(
             request.messages,
             capabilities=caps,

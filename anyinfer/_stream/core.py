@@ -125,9 +125,9 @@ class AttemptRun:
         try:
             async with aclosing(self._parts) as parts:  # type: ignore[type-var]
                 async for part in parts:
-                    cls = type(part)
-                    if cls is TextPart:
-                        t = cast(TextPart, part).text
+                    # `type(part) is X` each time (no `cast()` call): mypy narrows it.
+                    if type(part) is TextPart:
+                        t = part.text
                         if not t:
                             continue
                         if not first:
@@ -136,12 +136,12 @@ class AttemptRun:
                             yield TimingMark("first_token", (now - start) * 1000.0)
                         text.append(t)
                         yield TextDelta(t)
-                    elif cls is UsagePart:
-                        u = cast(UsagePart, part).usage
+                    elif type(part) is UsagePart:
+                        u = part.usage
                         self.usage = _merge_usage(self.usage, u)
                         yield UsageUpdate(u)
-                    elif cls is ToolCallPart:
-                        p = cast(ToolCallPart, part)
+                    elif type(part) is ToolCallPart:
+                        p = part
                         if not first:
                             first = True
                             self._first_at = now = clock()
@@ -155,8 +155,8 @@ class AttemptRun:
                             slot.name = p.name
                         slot.arguments += p.arguments_fragment
                         yield ToolCallDelta(p.index, p.call_id, p.name, p.arguments_fragment)
-                    elif cls is ReasoningPart:
-                        r = cast(ReasoningPart, part).text
+                    elif type(part) is ReasoningPart:
+                        r = part.text
                         if not r:
                             continue
                         if not first:
@@ -165,17 +165,17 @@ class AttemptRun:
                             yield TimingMark("first_token", (now - start) * 1000.0)
                         reasoning.append(r)
                         yield ReasoningDelta(r)
-                    elif cls is FinishPart:
-                        finish = cast(FinishPart, part).reason
-                    elif cls is EndPart:
+                    elif type(part) is FinishPart:
+                        finish = part.reason
+                    elif type(part) is EndPart:
                         ended = True
                         break
-                    elif cls is PhasesPart:
-                        self._phases.update(cast(PhasesPart, part).phases)
-                    elif cls is RawPart:
-                        raw.append(cast(RawPart, part).payload)
-                    elif cls is WarningPart:
-                        warnings.append(cast(WarningPart, part).text)
+                    elif type(part) is PhasesPart:
+                        self._phases.update(part.phases)
+                    elif type(part) is RawPart:
+                        raw.append(part.payload)
+                    elif type(part) is WarningPart:
+                        warnings.append(part.text)
                     else:
                         raise ProtocolError(
                             f"adapter yielded {part!r}, which is not a part",
