@@ -653,9 +653,7 @@ class AsyncClient:
             timeout_s=timeout_s,
             max_response_bytes=max_response_bytes,
         )
-        ended: list[Generation] = []
-        events = router.run(chosen, targets, redirects, base, options, structured, ended)
-        return AsyncStream._routed(events, ended)
+        return AsyncStream(router.run(chosen, targets, redirects, base, options, structured))
 
     def _build_router(self) -> Router:
         """The router and attempt runner, built (and their modules imported) on first use."""

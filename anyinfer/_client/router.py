@@ -24,7 +24,7 @@ from .._errors import AnyInferError
 from .._request import GenerationRequest
 from .._stream.events import StreamEnded, StreamEvent, TimingMark
 from .._telemetry import Telemetry
-from .._types import AttemptRecord, Generation, ResolvedTarget, Usage
+from .._types import AttemptRecord, ResolvedTarget, Usage
 from .attempt import AttemptRunner, Structured, Trail
 from .health import Breakers
 from .instrument import instrument
@@ -64,7 +64,6 @@ class Router:
         base: GenerationRequest,
         provider_options: Mapping[str, Mapping[str, Any]],
         structured: Structured | None,
-        ended: list[Generation] | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """One request's event stream.
 
@@ -77,8 +76,6 @@ class Router:
             provider_options: Extra body fields per provider (instance id first, then
                 engine id).
             structured: The structured output asked for, if any.
-            ended: Receives the result just before `StreamEnded` is yielded (see
-                `AsyncStream._routed`).
 
         Raises:
             AllTargetsFailedError: Every target failed or was skipped.
@@ -131,8 +128,6 @@ class Router:
                         result = trail.result
                         assert result is not None
                         tel.request_ended(result)
-                        if ended is not None:
-                            ended.append(result)
                         yield StreamEnded(result)
                         return
                     elif step == "redirect":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -32,16 +32,6 @@ class AsyncStream:
         self._source = source
         self._result: Generation | None = None
         self._closed = False
-        self._ended: list[Generation] | None = None
-
-    @classmethod
-    def _routed(cls, source: AsyncIterator[StreamEvent], ended: list[Generation]) -> AsyncStream:
-        """A stream over the router's events, which puts the result into `ended` just
-        before it yields `StreamEnded`: events then pass straight from the source to the
-        caller, with no per-event coroutine of the stream's own."""
-        stream = cls(source)
-        stream._ended = ended
-        return stream
 
     @property
     def result(self) -> Generation:
@@ -51,22 +41,15 @@ class AsyncStream:
             RuntimeError: If the stream has not been fully consumed yet.
         """
         if self._result is None:
-            if not self._ended:
-                raise RuntimeError("the stream has not been consumed to completion")
-            self._result = self._ended[0]
+            raise RuntimeError("the stream has not been consumed to completion")
         return self._result
 
     def __aiter__(self) -> AsyncStream:
         """Iterate stream events."""
         return self
 
-    def __anext__(self) -> Awaitable[StreamEvent]:
+    async def __anext__(self) -> StreamEvent:
         """Yield the next event, capturing the result when the stream ends."""
-        if self._ended is not None and not self._closed:
-            return self._source.__anext__()
-        return self._next()
-
-    async def _next(self) -> StreamEvent:
         if self._closed:
             raise StopAsyncIteration
         event = await self._source.__anext__()
