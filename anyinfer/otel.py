@@ -1,6 +1,6 @@
 """An OpenTelemetry observer following the GenAI semantic conventions.
 
-Install the extra (`pip install 'anyinfer[otel]'`), then::
+Install the extra (`pip install 'anyinfer-kit[otel]'`), then::
 
     from anyinfer.otel import OpenTelemetryObserver
 
@@ -134,7 +134,7 @@ class OpenTelemetryObserver:
             from opentelemetry import metrics, trace
         except ImportError:
             raise ConfigError(
-                "OpenTelemetryObserver needs opentelemetry-api: pip install 'anyinfer[otel]'"
+                "OpenTelemetryObserver needs opentelemetry-api: pip install 'anyinfer-kit[otel]'"
             ) from None
         from anyinfer import __version__
 
