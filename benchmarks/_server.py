@@ -17,7 +17,7 @@ Routes (the chunk count rides in the path so that the same base URL works for
     POST /n/<N>/api/chat              Ollama: NDJSON lines, or one `done: true` object
 
 OpenAI Chat is rendered here by hand (as before). The other protocols are rendered by
-the conformance harness's dialects (`fakeservers.dialects`), the same real-shaped bytes
+the conformance harness's dialects (`anyinfer.fakeservers.dialects`), the same real-shaped bytes
 the conformance suite serves: a `Script` of `N` text pieces (the same pieces as OpenAI
 Chat's) with usage placed where that provider puts it.
 
@@ -200,10 +200,10 @@ PROTOCOL_DIALECTS = {
 
 def _dialect(protocol: str) -> Any:
     try:
-        import fakeservers.dialects as dialects
+        import anyinfer.fakeservers.dialects as dialects
     except ImportError:  # run from a checkout without the harness installed
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-        import fakeservers.dialects as dialects
+        import anyinfer.fakeservers.dialects as dialects
     return dialects.get_dialect(PROTOCOL_DIALECTS[protocol])
 
 
@@ -216,7 +216,7 @@ def dialect_response(
     (the dialect profile's first, most usual placement: Gemini's running counts on every
     chunk, Anthropic's provisional count in `message_start`, ...).
     """
-    from fakeservers._script import Script, ScriptUsage, Text
+    from anyinfer.fakeservers._script import Script, ScriptUsage, Text
 
     dialect = _dialect(protocol)
     script = Script(

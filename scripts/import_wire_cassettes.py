@@ -41,7 +41,7 @@ def _adapter(protocol: str, host: str) -> str | None:
 def main() -> None:
     import wire
 
-    from conformance.cassettes import _LiteralDumper, scrub_text
+    from anyinfer.conformance.cassettes import _LiteralDumper, scrub_text
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--wire", type=Path, default=None)

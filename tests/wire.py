@@ -722,7 +722,7 @@ class ServedScript:
     def __init__(self, dialect: Any) -> None:
         import threading
 
-        from fakeservers import FakeServer, Script
+        from anyinfer.fakeservers import FakeServer, Script
 
         self.script = Script()
         self.urls: list[str] = []

@@ -20,7 +20,7 @@ import pytest
 from helpers import NO_RETRY, Caller, settings_for
 
 import anyinfer as ai
-import fakeservers as fs
+import anyinfer.fakeservers as fs
 from anyinfer._providers.anthropic import (
     DEFAULT_MAX_TOKENS,
     AnthropicAdapter,
@@ -28,7 +28,7 @@ from anyinfer._providers.anthropic import (
     content_blocks,
 )
 from anyinfer._request import GenerationRequest
-from fakeservers import (
+from anyinfer.fakeservers import (
     Fault,
     Reasoning,
     Script,

@@ -16,7 +16,15 @@ import pytest
 
 import anyinfer as ai
 from anyinfer._providers.azure import DEFAULT_API_VERSIONS, AzureFoundryAdapter, default_api
-from fakeservers import FakeServer, FakeTransport, Fault, Script, ScriptUsage, Text, ToolFragment
+from anyinfer.fakeservers import (
+    FakeServer,
+    FakeTransport,
+    Fault,
+    Script,
+    ScriptUsage,
+    Text,
+    ToolFragment,
+)
 
 RESOURCE = "https://my-resource.openai.azure.com"
 HUB = "https://my-hub.services.ai.azure.com"

@@ -17,7 +17,7 @@ import pytest
 from helpers import NO_RETRY
 
 import anyinfer as ai
-import fakeservers as fs
+import anyinfer.fakeservers as fs
 from anyinfer._adapters.errormap import (
     CONTEXT_OVERFLOW_PHRASES,
     classify,
@@ -25,7 +25,7 @@ from anyinfer._adapters.errormap import (
     message_and_code,
     status_from_code,
 )
-from fakeservers import Fault, Script
+from anyinfer.fakeservers import Fault, Script
 
 ADAPTERS = [
     ("openai", "openai-chat", {}),

@@ -29,7 +29,7 @@ from anyinfer._providers.gemini import (
 )
 from anyinfer._stream.core import USAGE_MAY_BE_INCOMPLETE
 from anyinfer.adapters import GenerationRequest
-from fakeservers import (
+from anyinfer.fakeservers import (
     FakeServer,
     FakeTransport,
     Fault,

@@ -12,9 +12,17 @@ import pytest
 from helpers import NO_RETRY, settings_for
 
 import anyinfer as ai
-from conformance.registry import AdapterEntry, ConformanceRegistry, load_builtins
-from conformance.runner import Harness
-from fakeservers import FakeServer, Fault, Script, ScriptUsage, Text, ToolFragment, get_dialect
+from anyinfer.conformance.registry import AdapterEntry, ConformanceRegistry, load_builtins
+from anyinfer.conformance.runner import Harness
+from anyinfer.fakeservers import (
+    FakeServer,
+    Fault,
+    Script,
+    ScriptUsage,
+    Text,
+    ToolFragment,
+    get_dialect,
+)
 
 settings = settings_for("openai", api_key="sk-loopback")  # settings(srv): its base_url
 

@@ -20,7 +20,7 @@ import anyinfer as ai
 from anyinfer._providers.ollama import OllamaAdapter, error_code, finish_reason, think_value
 from anyinfer._request import GenerationRequest, Sampling, ToolSpec
 from anyinfer._stream.parts import RawPart, WarningPart
-from fakeservers import (
+from anyinfer.fakeservers import (
     FakeServer,
     FakeTransport,
     Fault,

@@ -31,7 +31,7 @@ from anyinfer._providers.openai_compat import (
     quirks_for,
 )
 from anyinfer._request import GenerationRequest
-from fakeservers import (
+from anyinfer.fakeservers import (
     FakeServer,
     FakeTransport,
     Fault,
@@ -42,8 +42,8 @@ from fakeservers import (
     ToolFragment,
     get_dialect,
 )
-from fakeservers.dialects import OpenAIChatDialect
-from fakeservers.dialects.llama_cpp import PREDICTED_MS, PROMPT_MS
+from anyinfer.fakeservers.dialects import OpenAIChatDialect
+from anyinfer.fakeservers.dialects.llama_cpp import PREDICTED_MS, PROMPT_MS
 
 BASE = "http://127.0.0.1:9/v1"  # never dialled: every test brings a transport or a server
 

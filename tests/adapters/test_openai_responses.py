@@ -21,7 +21,7 @@ from helpers import sse as _sse
 import anyinfer as ai
 from anyinfer._providers.openai_responses import OpenAIResponsesAdapter
 from anyinfer.adapters import GenerationRequest
-from fakeservers import (
+from anyinfer.fakeservers import (
     FakeServer,
     FakeTransport,
     Fault,
@@ -1061,8 +1061,8 @@ def test_registry_builds_this_adapter() -> None:
 def test_an_incomplete_response_with_calls_keeps_its_own_finish_reason() -> None:
     # Only a completed response with calls finishes as tool_calls (found by the CI
     # conformance profile when the reconciliation was applied to every `stop`).
-    from conformance.registry import ConformanceRegistry, load_builtins
-    from conformance.runner import Harness
+    from anyinfer.conformance.registry import ConformanceRegistry, load_builtins
+    from anyinfer.conformance.runner import Harness
 
     registry = ConformanceRegistry()
     load_builtins(registry)

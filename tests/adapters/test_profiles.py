@@ -23,7 +23,11 @@ from anyinfer._providers import openai_compat
 from anyinfer._providers.openai_compat import PRESETS, Preset, quirks_for
 from anyinfer._structured.output import choose_mechanism
 from anyinfer.adapters import AdapterProfile, OpenAIChatAdapter, UsageConvention
-from conformance.registry import ConformanceRegistry, load_adapter_entry_points, load_builtins
+from anyinfer.conformance.registry import (
+    ConformanceRegistry,
+    load_adapter_entry_points,
+    load_builtins,
+)
 
 M = Decimal(1_000_000)
 
@@ -99,7 +103,7 @@ def test_third_party_dialect_reaches_the_conformance_registry(
         def load(self) -> type[AcmeAdapter]:
             return AcmeAdapter
 
-    from conformance import registry as conformance_registry
+    from anyinfer.conformance import registry as conformance_registry
 
     monkeypatch.setattr(conformance_registry, "_entry_points", lambda group: [EntryPoint()])
     registry = ConformanceRegistry()

@@ -18,7 +18,7 @@ import pytest
 from helpers import settings_for
 
 import anyinfer as ai
-from fakeservers import FakeServer, Fault, Script, Text
+from anyinfer.fakeservers import FakeServer, Fault, Script, Text
 
 
 def _sse(*texts: str) -> bytes:

@@ -5,7 +5,7 @@ request reused only when it fits)."""
 from __future__ import annotations
 
 import anyinfer as ai
-from fakeservers import FakeTransport, Fault, Script, ScriptUsage, Text
+from anyinfer.fakeservers import FakeTransport, Fault, Script, ScriptUsage, Text
 
 
 def test_capabilities_follow_the_probe_layer_after_being_looked_up() -> None:

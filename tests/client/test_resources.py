@@ -30,11 +30,11 @@ from anyinfer._adapters.base import decoded_body
 from anyinfer._providers.openai_chat import OpenAIChatAdapter
 from anyinfer._request import GenerationRequest
 from anyinfer._stream.parts import END, Part
-from conformance.checker import RESOURCES
-from conformance.registry import AdapterEntry, ConformanceRegistry, load_builtins
-from conformance.runner import ConformanceFailure, Harness
-from fakeservers import FakeServer, FakeTransport, Fault, Script, ScriptUsage, Text
-from fakeservers._bomb import BOMB_DECODED_BYTES, BOMB_ENCODING, _crc32_repeated, bomb_body
+from anyinfer.conformance.checker import RESOURCES
+from anyinfer.conformance.registry import AdapterEntry, ConformanceRegistry, load_builtins
+from anyinfer.conformance.runner import ConformanceFailure, Harness
+from anyinfer.fakeservers import FakeServer, FakeTransport, Fault, Script, ScriptUsage, Text
+from anyinfer.fakeservers._bomb import BOMB_DECODED_BYTES, BOMB_ENCODING, _crc32_repeated, bomb_body
 
 pytestmark = pytest.mark.loopback
 

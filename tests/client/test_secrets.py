@@ -20,7 +20,7 @@ from helpers import NO_RETRY
 import anyinfer as ai
 from anyinfer._client.credentials import check_secret
 from anyinfer._redact import MASK, redact, redact_chunks
-from fakeservers import FakeServer, Script, Text
+from anyinfer.fakeservers import FakeServer, Script, Text
 
 
 def _route() -> ai.Route:

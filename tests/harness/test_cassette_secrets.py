@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import anyinfer as ai
-from conformance import cassettes
+from anyinfer.conformance import cassettes
 
 KEY = "sk-cassette-split-key-0123456789"
 

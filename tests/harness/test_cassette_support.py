@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 import anyinfer as ai
-from conformance import cassettes
+from anyinfer.conformance import cassettes
 
 pytest_plugins = ["pytester"]
 

@@ -26,7 +26,7 @@ import pytest
 from helpers import NO_RETRY
 
 import anyinfer as ai
-from conformance.checker import check_grammar
+from anyinfer.conformance.checker import check_grammar
 
 PORT = 18080
 BASE_URL = f"http://127.0.0.1:{PORT}/v1"

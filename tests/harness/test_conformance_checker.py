@@ -13,7 +13,7 @@ import pytest
 
 import anyinfer as ai
 from anyinfer._stream.core import USAGE_MAY_BE_INCOMPLETE
-from conformance.checker import (
+from anyinfer.conformance.checker import (
     ERROR_TYPE,
     FAILURE_FLUSH,
     G1,
@@ -32,7 +32,7 @@ from conformance.checker import (
     format_events,
     normalize_finish,
 )
-from fakeservers import (
+from anyinfer.fakeservers import (
     Fault,
     FaultKind,
     Reasoning,
@@ -404,8 +404,8 @@ def test_every_documented_status_has_its_typed_error() -> None:
     """`STATUS_ERRORS` names the error for every status the taxonomy documents, and it
     is the error AnyInfer's HTTP adapters raise for that status and a plain message."""
     from anyinfer.adapters import OpenAIChatAdapter
-    from conformance.checker import STATUS_ERRORS
-    from conformance.strategies import DOCUMENTED_STATUSES
+    from anyinfer.conformance.checker import STATUS_ERRORS
+    from anyinfer.conformance.strategies import DOCUMENTED_STATUSES
 
     assert sorted(STATUS_ERRORS) == sorted(DOCUMENTED_STATUSES)
     adapter = OpenAIChatAdapter(ai.ProviderSettings("openai", api_key="sk-test"))

@@ -19,10 +19,10 @@ from conformance_broken import BROKEN
 import anyinfer as ai
 from anyinfer._providers.openai_chat import OpenAIChatAdapter
 from anyinfer.adapters import Part
-from conformance._suite import test_documented_cases as run_documented_cases
-from conformance.checker import EARLY_EXIT, ONE_REQUEST, normalize_finish
-from conformance.registry import ConformanceRegistry, RegistryError, load_builtins
-from conformance.runner import (
+from anyinfer.conformance._suite import test_documented_cases as run_documented_cases
+from anyinfer.conformance.checker import EARLY_EXIT, ONE_REQUEST, normalize_finish
+from anyinfer.conformance.registry import ConformanceRegistry, RegistryError, load_builtins
+from anyinfer.conformance.runner import (
     DOCUMENTED_FINISH_REASONS,
     MODES,
     ConformanceFailure,
@@ -32,7 +32,7 @@ from conformance.runner import (
     documented_scripts,
     property_seed,
 )
-from fakeservers import Fault, Reasoning, Script, ScriptUsage, Text, ToolFragment
+from anyinfer.fakeservers import Fault, Reasoning, Script, ScriptUsage, Text, ToolFragment
 
 GOOD = Script(
     pieces=(
@@ -263,7 +263,7 @@ def test_each_key_draws_its_own_reproducible_sequence() -> None:
 
 
 def test_documented_scripts_cover_every_status_and_finish_reason() -> None:
-    from conformance.strategies import DOCUMENTED_STATUSES
+    from anyinfer.conformance.strategies import DOCUMENTED_STATUSES
 
     cases = documented_scripts(harness().dialect)
     faults = [s.fault for _, s in cases if s.fault is not None]

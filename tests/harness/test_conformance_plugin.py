@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from conformance_broken import BROKEN
 
-import conformance
-from conformance.cassette_plugin import INI_CASSETTE_DIR, OPTION_CASSETTE_DIR
-from conformance.checker import EARLY_EXIT, GUARANTEES, SHORT_NAMES
-from conformance.plugin import (
+import anyinfer.conformance
+from anyinfer.conformance.cassette_plugin import INI_CASSETTE_DIR, OPTION_CASSETTE_DIR
+from anyinfer.conformance.checker import EARLY_EXIT, GUARANTEES, SHORT_NAMES
+from anyinfer.conformance.plugin import (
     INI_ADAPTERS,
     INI_CONFORMANCE,
     INI_EXAMPLES,
@@ -41,7 +41,9 @@ pytest_plugins = ["pytester"]
 TESTS_DIR = Path(__file__).resolve().parents[1]
 ROOT = TESTS_DIR.parent
 SUITE_TESTS = len(
-    re.findall(r"^def test_", Path(conformance.__file__).with_name("_suite.py").read_text(), re.M)
+    re.findall(
+        r"^def test_", Path(anyinfer.conformance.__file__).with_name("_suite.py").read_text(), re.M
+    )
 )
 """How many tests the conformance suite runs per adapter."""
 
@@ -233,8 +235,9 @@ def test_inert_without_the_flag(pytester: pytest.Pytester) -> None:
         SUITE = ("checker", "runner", "registry", "strategies", "_suite")
 
         def test_nothing_heavy_was_imported():
-            loaded = [m for m in sys.modules if m.split(".")[0] in ("anyinfer", "fakeservers")]
-            loaded += [m for m in sys.modules if m in {"conformance." + n for n in SUITE}]
+            harness = {"anyinfer.conformance." + n for n in SUITE}
+            fakes = "anyinfer.fakeservers"
+            loaded = [m for m in sys.modules if m in harness or m.startswith(fakes)]
             assert loaded == []
         """
     )
@@ -246,9 +249,13 @@ def test_inert_without_the_flag(pytester: pytest.Pytester) -> None:
 
 def test_plugin_import_is_light() -> None:
     code = (
-        "import sys, conformance.plugin\n"
-        "heavy = ('anyinfer', 'fakeservers', 'hypothesis', 'httpx')\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
+        "import sys, anyinfer\n"
+        "before = set(sys.modules)\n"
+        "import anyinfer.conformance.plugin\n"
+        "light = {'anyinfer.conformance', 'anyinfer.conformance.plugin'}\n"
+        "ours = {m for m in set(sys.modules) - before if m.startswith('anyinfer')} - light\n"
+        "heavy = {m.split('.')[0] for m in sys.modules} & {'hypothesis', 'httpx', 'pydantic'}\n"
+        "print(sorted(ours | heavy))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -310,7 +317,7 @@ def test_fixtures_can_be_overridden_from_a_conftest(pytester: pytest.Pytester) -
         f"""
         import pytest
         from hypothesis import strategies as st
-        from fakeservers import Script, Text
+        from anyinfer.fakeservers import Script, Text
 
         def _record(script):
             with open({str(log)!r}, "a") as f:

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from test_conformance_plugin import _matrix
 
-from conformance.checker import GUARANTEES, TRAILING_USAGE
-from conformance.plugin import OPTION_ADAPTER, OPTION_CONFORMANCE, OPTION_RESOURCES
+from anyinfer.conformance.checker import GUARANTEES, TRAILING_USAGE
+from anyinfer.conformance.plugin import OPTION_ADAPTER, OPTION_CONFORMANCE, OPTION_RESOURCES
 
 pytest.importorskip("openai")
 

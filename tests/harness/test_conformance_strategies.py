@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from conformance import strategies as cs
-from conformance.runner import script_repr
-from fakeservers import (
+from anyinfer.conformance import strategies as cs
+from anyinfer.conformance.runner import script_repr
+from anyinfer.fakeservers import (
     Fault,
     Reasoning,
     Script,

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 import anyinfer as ai
-from fakeservers import (
+from anyinfer.fakeservers import (
     Dialect,
     Disconnect,
     FakeServer,

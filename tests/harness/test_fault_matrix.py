@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 import anyinfer as ai
-from fakeservers import FakeServer, Fault, Script, ScriptUsage, Text
+from anyinfer.fakeservers import FakeServer, Fault, Script, ScriptUsage, Text
 
 SECRET = "sk-matrix-secret-0123456789abcdef"
 ROUTE = ai.Route(

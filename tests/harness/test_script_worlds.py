@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import anyinfer as ai
-from conformance import strategies as cs
-from conformance.checker import expect
-from fakeservers import (
+from anyinfer.conformance import strategies as cs
+from anyinfer.conformance.checker import expect
+from anyinfer.fakeservers import (
     Dialect,
     Disconnect,
     Fault,
@@ -32,7 +32,7 @@ from fakeservers import (
     get_dialect,
     plan,
 )
-from fakeservers.dialects import split_sse_data
+from anyinfer.fakeservers.dialects import split_sse_data
 
 
 class _Plain(Dialect):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import anyinfer as ai
-from fakeservers import FakeTransport, Fault, Script, ScriptUsage, Text, ToolFragment
+from anyinfer.fakeservers import FakeTransport, Fault, Script, ScriptUsage, Text, ToolFragment
 
 PROMPT = "What is the capital of Norway? unique-prompt-marker-7731"
 ANSWER = "Oslo is the capital. unique-answer-marker-4410"

@@ -4,7 +4,7 @@
     pytest tests/local/test_live_engine.py --anyinfer-live    # streams, early exit, usage, errors
 
 What the offline conformance suite checks against fake servers, checked once on the real
-wire: the stream grammar (`conformance.checker.check_grammar`), leaving a stream early
+wire: the stream grammar (`anyinfer.conformance.checker.check_grammar`), leaving a stream early
 (the same client and the engine go on at once), usage in the trailing chunk asked for with
 `stream_options.include_usage`, and typed errors with the engine's HTTP status. Without
 `--anyinfer-live` the live tests are skipped; with it but no engine installed, they are
@@ -32,7 +32,7 @@ import pytest
 from helpers import NO_RETRY, settings_for
 
 import anyinfer as ai
-from conformance.checker import check_grammar
+from anyinfer.conformance.checker import check_grammar
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "smollm2"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fakeservers import FakeServer, Fault, Script, ScriptUsage, Text
+from anyinfer.fakeservers import FakeServer, Fault, Script, ScriptUsage, Text
 from tests.fakehub import FakeHub, HubFile
 
 SECRET = "sk-cli-secret-key-0000111122223333"

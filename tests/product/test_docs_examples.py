@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 import anyinfer as ai
-from fakeservers import FakeServer, Script, ScriptUsage, Text
+from anyinfer.fakeservers import FakeServer, Script, ScriptUsage, Text
 from tests.fakehub import FakeHub, HubFile
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from wire import ServedScript
 
-from conformance.checker import expected_tool_calls
-from conformance.strategies import DOCUMENTED_STATUSES, realistic_scripts
-from fakeservers import Fault, Script, get_dialect
-from fakeservers.dialects.anthropic import STOP_REASONS
+from anyinfer.conformance.checker import expected_tool_calls
+from anyinfer.conformance.strategies import DOCUMENTED_STATUSES, realistic_scripts
+from anyinfer.fakeservers import Fault, Script, get_dialect
+from anyinfer.fakeservers.dialects.anthropic import STOP_REASONS
 
 anthropic = pytest.importorskip("anthropic")
 

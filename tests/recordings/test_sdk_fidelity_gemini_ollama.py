@@ -39,9 +39,9 @@ from wire import ServedScript
 
 import anyinfer as ai
 from anyinfer._providers.gemini import PROVIDER_DATA_KEY, assistant_message
-from conformance.checker import expected_tool_calls
-from conformance.strategies import DOCUMENTED_STATUSES, realistic_scripts
-from fakeservers import (
+from anyinfer.conformance.checker import expected_tool_calls
+from anyinfer.conformance.strategies import DOCUMENTED_STATUSES, realistic_scripts
+from anyinfer.fakeservers import (
     Fault,
     Script,
     Text,

@@ -42,11 +42,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from wire import ServedScript
 
-from conformance.checker import expected_tool_calls
-from conformance.strategies import DOCUMENTED_STATUSES, KNOWN_FINISH_REASONS, realistic_scripts
-from fakeservers import Dialect, Fault, Script, ToolFragment, get_dialect
-from fakeservers.dialects import OpenAIChatDialect
-from fakeservers.dialects.openai_responses import _terminal
+from anyinfer.conformance.checker import expected_tool_calls
+from anyinfer.conformance.strategies import (
+    DOCUMENTED_STATUSES,
+    KNOWN_FINISH_REASONS,
+    realistic_scripts,
+)
+from anyinfer.fakeservers import Dialect, Fault, Script, ToolFragment, get_dialect
+from anyinfer.fakeservers.dialects import OpenAIChatDialect
+from anyinfer.fakeservers.dialects.openai_responses import _terminal
 
 openai = pytest.importorskip("openai")
 pydantic = pytest.importorskip("pydantic")

@@ -39,7 +39,7 @@ from wire import (
     typed_key_paths,
 )
 
-from fakeservers import (
+from anyinfer.fakeservers import (
     Fault,
     Reasoning,
     Rendered,
@@ -49,7 +49,7 @@ from fakeservers import (
     ToolFragment,
     get_dialect,
 )
-from fakeservers.dialects.anthropic import STOP_REASONS
+from anyinfer.fakeservers.dialects.anthropic import STOP_REASONS
 
 DIALECT = get_dialect("anthropic-messages")
 _WIRE_DIR, _WIRE_WHY = find_wire_dir()

@@ -44,7 +44,7 @@ from wire import (
     typed_key_paths,
 )
 
-from fakeservers import (
+from anyinfer.fakeservers import (
     Fault,
     Reasoning,
     Rendered,

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 from wire import REPO_ROOT, Interaction, find_wire_dir, interactions, load_cassette, sse_frames
 
-from fakeservers import (
+from anyinfer.fakeservers import (
     Piece,
     Reasoning,
     Rendered,

@@ -10,8 +10,8 @@ import pydantic
 import pytest
 
 import anyinfer as ai
-from conformance.checker import check_grammar
-from fakeservers import FakeTransport, Script, ScriptUsage, Text, ToolFragment, get_dialect
+from anyinfer.conformance.checker import check_grammar
+from anyinfer.fakeservers import FakeTransport, Script, ScriptUsage, Text, ToolFragment, get_dialect
 
 # (provider id, dialect, extra settings) for every adapter with a dialect.
 ADAPTERS: list[tuple[str, str, dict[str, Any]]] = [
@@ -247,7 +247,7 @@ def test_plain_functions_are_tools_and_tool_choice_is_mapped() -> None:
 
 
 def test_run_tools_sends_anthropic_thinking_signatures_back() -> None:
-    from fakeservers import Reasoning
+    from anyinfer.fakeservers import Reasoning
 
     scripts = [
         Script(

@@ -30,7 +30,7 @@ from .runner import MODES, ConformanceFailure, Mode, documented_scripts
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-    from fakeservers import Script
+    from anyinfer.fakeservers import Script
 
     from .runner import Harness
 
@@ -46,7 +46,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _has_content(script: Script) -> bool:
-    from fakeservers import Reasoning, Text
+    from anyinfer.fakeservers import Reasoning, Text
 
     return any(not isinstance(p, Text | Reasoning) or p.text for p in script.pieces)
 
@@ -166,7 +166,7 @@ def _line_ending_cases(harness: Harness) -> list[tuple[str, Script]]:
     first frame of a one-frame response (after its finish reason: the trailing-usage
     rule) and a cut after content (the failure-flush rule). A shallow sampling (the CI
     profile) can miss these; a framer that held back a bare CR broke exactly them."""
-    from fakeservers import Fault, Script, Text
+    from anyinfer.fakeservers import Fault, Script, Text
 
     from .strategies import LINE_ENDINGS
 
@@ -232,7 +232,7 @@ def _resources_enabled(config: pytest.Config) -> None:
 @pytest.mark.anyinfer_conformance(covers=(RESOURCES,))
 def test_resources_async(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
     """One long-lived `AsyncClient` through more early exits, cancellations and faults
-    than its pool has connections leaves nothing behind (`conformance.resources`)."""
+    than its pool has connections leaves nothing behind (`anyinfer.conformance.resources`)."""
     _resources_enabled(pytestconfig)
     anyinfer_harness.verify_resources(sync=False)
 
@@ -268,7 +268,7 @@ def test_schema_repair_rerun(anyinfer_harness: Harness) -> None:
     """A schema-repair re-run keeps the grammar: a fresh `attempt_start`, no `AttemptFailed`,
     and the result is the last segment's (async and sync streams)."""
     import anyinfer as ai
-    from fakeservers import FakeTransport, Script, ScriptUsage, Text
+    from anyinfer.fakeservers import FakeTransport, Script, ScriptUsage, Text
 
     from .checker import check_grammar
 

@@ -34,7 +34,7 @@ from anyinfer import (
     UsageUpdate,
 )
 from anyinfer._stream.core import USAGE_MAY_BE_INCOMPLETE
-from fakeservers import Reasoning, Rendered, Script, ScriptUsage, Text, ToolFragment
+from anyinfer.fakeservers import Reasoning, Rendered, Script, ScriptUsage, Text, ToolFragment
 
 __all__ = [
     "EARLY_EXIT",
@@ -92,7 +92,7 @@ ONE_REQUEST = "one-request"
 RESOURCES = "resources"
 """Over one long-lived client, early exits, cancellations and faults leave no pool slot,
 connection, fd, thread or task behind; sequential requests reuse one connection; a
-decompression bomb stays bounded by `max_response_bytes` (`conformance.resources`)."""
+decompression bomb stays bounded by `max_response_bytes` (`anyinfer.conformance.resources`)."""
 
 SHORT_NAMES: dict[str, str] = {
     G1: "G1",

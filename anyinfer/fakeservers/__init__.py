@@ -6,7 +6,7 @@ the script's read sizes and broken by its fault; and a server carries the plan o
 `FakeTransport` inside an httpx client, `FakeServer` over a real loopback socket::
 
     import anyinfer as ai
-    from fakeservers import FakeServer, Script, ScriptUsage, Text
+    from anyinfer.fakeservers import FakeServer, Script, ScriptUsage, Text
 
     script = Script(pieces=(Text("Hello"), Text(" world")), usage=ScriptUsage(5, 2))
     with FakeServer("openai-chat", [script]) as srv:

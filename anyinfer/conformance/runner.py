@@ -8,9 +8,9 @@ records what the consumer saw, and hands it to the checker. `Harness.verify` rai
 
 Reproducing a reported failure outside pytest::
 
-    from conformance.registry import ConformanceRegistry
-    from conformance.runner import Harness
-    from fakeservers import *
+    from anyinfer.conformance.registry import ConformanceRegistry
+    from anyinfer.conformance.runner import Harness
+    from anyinfer.fakeservers import *
 
     registry = ConformanceRegistry()
     entry = registry.add("mine", MyAdapter, dialect="openai-chat")
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import httpx
 
 import anyinfer as ai
-from fakeservers import (
+from anyinfer.fakeservers import (
     Dialect,
     FakeServer,
     FakeTransport,
@@ -413,7 +413,7 @@ def _render_report(
         lines.append(f"  wire ({dialect.name}, {form}; x = not delivered before the fault):")
         lines += _frame_lines(run.rendered, script, run.streamed)
     lines.append(
-        "  reproduce: conformance.runner.Harness(registry, entry).verify(script, "
+        "  reproduce: anyinfer.conformance.runner.Harness(registry, entry).verify(script, "
         f"{mode!r}, via={via!r})"
     )
     return "\n".join(lines)
@@ -426,7 +426,7 @@ def documented_scripts(dialect: Dialect) -> list[tuple[str, Script]]:
     """One script per documented case, shaped as `dialect`'s provider sends it.
 
     Every HTTP error status the error taxonomy documents
-    (`conformance.strategies.DOCUMENTED_STATUSES`; 429 with a `Retry-After`), and every
+    (`anyinfer.conformance.strategies.DOCUMENTED_STATUSES`; 429 with a `Retry-After`), and every
     finish reason in `DOCUMENTED_FINISH_REASONS` after some content, with usage where
     the provider puts it. Drawn scripts may miss a case at a shallow depth; these never
     do. The conformance suite's `test_documented_cases` serves each one through a
@@ -435,7 +435,7 @@ def documented_scripts(dialect: Dialect) -> list[tuple[str, Script]]:
     Returns:
         `(label, script)` pairs, in a fixed order.
     """
-    from fakeservers import ScriptUsage, Text, ToolFragment, UsagePlacement
+    from anyinfer.fakeservers import ScriptUsage, Text, ToolFragment, UsagePlacement
 
     from .strategies import DOCUMENTED_STATUSES
 
@@ -881,7 +881,7 @@ class Harness:
 
     def verify_resources(self, *, sync: bool) -> None:
         """Run the `resources` check through one long-lived client (see
-        `conformance.resources`): more early exits, cancellations and faults than the
+        `anyinfer.conformance.resources`): more early exits, cancellations and faults than the
         pool has connections, then no held slot, one reused connection, fds, threads and
         tasks back at their baseline, and a decompression bomb bounded by
         `max_response_bytes`.

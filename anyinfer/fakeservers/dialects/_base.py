@@ -66,7 +66,7 @@ class InStreamError:
 class WireProfile:
     """What one provider really sends: the shape of the wire-realistic script world.
 
-    `conformance.strategies.realistic_scripts(dialect)` draws only scripts inside this
+    `anyinfer.conformance.strategies.realistic_scripts(dialect)` draws only scripts inside this
     profile, so every agreement property runs on traffic the real provider could have
     produced; the hostile world (`hostile_scripts`) ignores it.
 
@@ -175,7 +175,7 @@ class Dialect(ABC):
 
         Args:
             script: What the provider sends. Its `fault` is ignored here (see
-                `fakeservers.plan` and `render_error`).
+                `anyinfer.fakeservers.plan` and `render_error`).
             stream: `True` for the streamed body, one `Frame` per protocol frame, with
                 keep-alive frames inserted before the indices in `script.keepalives` and
                 the sentinel frame left out when `script.sentinel` is false. `False` for
@@ -209,7 +209,7 @@ class Dialect(ABC):
     def error_frame(self, fault: Fault) -> bytes | None:
         """The frame a provider sends to report an error inside a 200 stream.
 
-        `fakeservers.plan` ends a `provider_error` script's body with it.
+        `anyinfer.fakeservers.plan` ends a `provider_error` script's body with it.
 
         Args:
             fault: A `provider_error` fault: its status, code and message.
@@ -225,7 +225,7 @@ class Dialect(ABC):
     ) -> bytes | None:
         """The in-stream error frame for `fault`, seeing the stream it interrupts.
 
-        `fakeservers.plan` calls this. Protocols whose error frame repeats something of
+        `anyinfer.fakeservers.plan` calls this. Protocols whose error frame repeats something of
         the stream (the Responses API's `response.failed` carries the response id and
         the next `sequence_number`) override it; the default is `error_frame(fault)`.
 

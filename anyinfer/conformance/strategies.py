@@ -13,7 +13,7 @@ built, not when it is drawn from.
 Example::
 
     from hypothesis import given, strategies as st
-    from conformance import strategies as cs
+    from anyinfer.conformance import strategies as cs
 
     @given(cs.scripts(fault=st.none(), pieces=cs.pieces(tool_calls=cs.tool_calls(max_calls=0))))
     def test_text_only(script): ...
@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
-from fakeservers import Dialect, Frame, WireProfile
-from fakeservers._script import (
+from anyinfer.fakeservers import Dialect, Frame, WireProfile
+from anyinfer.fakeservers._script import (
     Fault,
     FaultKind,
     LineEnding,
@@ -656,7 +656,7 @@ def _check_cut_kinds(kinds: Sequence[FaultKind]) -> tuple[FaultKind, ...]:
 
 
 def _resolve(dialect: Dialect | str) -> Dialect:
-    from fakeservers.dialects import resolve_dialect
+    from anyinfer.fakeservers.dialects import resolve_dialect
 
     try:
         return resolve_dialect(dialect)
@@ -960,7 +960,7 @@ def hostile_scripts(dialect: Dialect | str) -> SearchStrategy[Script]:
     plus `\\r\\n` and bare `\\r` line ends, `data:` payloads split over several lines,
     and in-stream errors at any point. The conformance suite checks the legal ones in
     full (they still have one right reading) and, after a malformed frame, robustness
-    only (`conformance.checker.ROBUST`): the grammar, nothing lost, typed errors, no
+    only (`anyinfer.conformance.checker.ROBUST`): the grammar, nothing lost, typed errors, no
     hang.
 
     Args:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyinfer as ai
-from fakeservers import FakeServer, Fault, Script, ScriptUsage, Text
+from anyinfer.fakeservers import FakeServer, Fault, Script, ScriptUsage, Text
 
 from .checker import RESOURCES, Violation
 

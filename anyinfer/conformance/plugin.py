@@ -23,7 +23,7 @@ import pytest
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-    from fakeservers import FakeServer, FakeTransport, Script
+    from anyinfer.fakeservers import FakeServer, FakeTransport, Script
 
     from .registry import AdapterEntry, ConformanceRegistry
     from .runner import Harness, ServerFactory, TransportFactory
@@ -243,7 +243,7 @@ def anyinfer_scripts(
 ) -> SearchStrategy[Script]:
     """The wire-realistic scripts the agreement properties draw (override to narrow them).
 
-    `conformance.strategies.realistic_scripts` for the adapter's dialect: only what the
+    `anyinfer.conformance.strategies.realistic_scripts` for the adapter's dialect: only what the
     real provider could send.
     """
     from .strategies import realistic_scripts
@@ -257,7 +257,7 @@ def anyinfer_hostile_scripts(
 ) -> SearchStrategy[Script]:
     """The hostile-world scripts the robustness property draws (override to narrow them).
 
-    `conformance.strategies.hostile_scripts` for the adapter's dialect.
+    `anyinfer.conformance.strategies.hostile_scripts` for the adapter's dialect.
     """
     from .strategies import hostile_scripts
 
@@ -267,7 +267,7 @@ def anyinfer_hostile_scripts(
 @pytest.fixture(scope="session")
 def anyinfer_fake_transport() -> TransportFactory:
     """Factory `(dialect, scripts) -> fakeservers.FakeTransport` (strict)."""
-    from fakeservers import FakeTransport
+    from anyinfer.fakeservers import FakeTransport
 
     def make(dialect: Any, scripts: Any) -> FakeTransport:
         return FakeTransport(dialect, scripts)
@@ -282,7 +282,7 @@ def anyinfer_fake_server() -> ServerFactory:
     Use the server as a context manager: `with anyinfer_fake_server("openai-chat",
     [script]) as srv: ... srv.base_url ...`.
     """
-    from fakeservers import FakeServer
+    from anyinfer.fakeservers import FakeServer
 
     def make(dialect: Any, scripts: Any) -> FakeServer:
         return FakeServer(dialect, scripts)
@@ -298,7 +298,7 @@ def anyinfer_harness(
     anyinfer_fake_transport: TransportFactory,
     anyinfer_fake_server: ServerFactory,
 ) -> Harness:
-    """A `conformance.runner.Harness` for the adapter under test.
+    """A `anyinfer.conformance.runner.Harness` for the adapter under test.
 
     Its key is the test's node id (test and adapter), so under a derandomized profile
     every test x adapter draws its own reproducible sequence of scripts.

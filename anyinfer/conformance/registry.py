@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from anyinfer.adapters import Adapter
-    from fakeservers import Dialect
+    from anyinfer.fakeservers import Dialect
 
 __all__ = [
     "BUILTIN_ADAPTERS",
@@ -188,7 +188,7 @@ class ConformanceRegistry:
         Raises:
             RegistryError: If it is not a dialect or has no name.
         """
-        from fakeservers import Dialect
+        from anyinfer.fakeservers import Dialect
 
         if not isinstance(dialect, Dialect):
             raise RegistryError(f"add_dialect() takes a fakeservers.Dialect, got {dialect!r}")
@@ -206,7 +206,7 @@ class ConformanceRegistry:
         found = self._dialects.get(name)
         if found is not None:
             return found
-        from fakeservers import dialect_names, get_dialect
+        from anyinfer.fakeservers import dialect_names, get_dialect
 
         try:
             return get_dialect(name)

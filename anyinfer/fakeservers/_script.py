@@ -2,7 +2,7 @@
 
 A `Script` says *what* a provider sends — content pieces, finish reason, usage and where
 the wire puts it, keep-alive lines, how the bytes are cut into network reads, and an
-optional fault. A dialect (`fakeservers.dialects`) renders it into one protocol's frames;
+optional fault. A dialect (`anyinfer.fakeservers.dialects`) renders it into one protocol's frames;
 each `Frame` records which parts of the script it carries, so a checker can say exactly
 what a consumer must have seen when a fault cuts the response short.
 """
@@ -213,7 +213,7 @@ class Rendered:
             `transfer-encoding` are the server's business and left out).
         frames: The body's frames, in order.
         malformed: The garbage frame a `malformed` fault inserts into this body, in the
-            dialect's framing; `None` lets `fakeservers.plan` use a generic
+            dialect's framing; `None` lets `anyinfer.fakeservers.plan` use a generic
             server-sent-events one.
     """
 

@@ -125,7 +125,7 @@ class OpenAIResponsesDialect(Dialect):
     and the usage.
 
     Limits: tool-call slots must be numbered from 0 without gaps, and a slot's `id` and
-    `name` must ride on its first fragment (as `conformance.strategies` builds them).
+    `name` must ride on its first fragment (as `anyinfer.conformance.strategies` builds them).
     """
 
     name = "openai-responses"
