@@ -1,18 +1,19 @@
-"""Replaying real provider recordings (the shared `wire` folder) through the transport seam.
+"""Replaying real provider recordings (`tests/data/wire`) through the transport seam.
 
-The shared folder holds vcrpy YAML cassettes that other open-source projects recorded
-against live providers. This module finds that folder, reads the cassettes into plain
-`Interaction` objects (decompressing gzip bodies, re-serializing `parsed_body`), says
-which wire protocol each interaction speaks, frames SSE bodies for computing expected
-values, and serves interactions back in order through an `httpx.MockTransport`.
+The recordings folder holds vcrpy YAML cassettes that other open-source projects recorded
+against live providers (bundled with their licenses: see its README). This module finds
+that folder, reads the cassettes into plain `Interaction` objects (decompressing gzip
+bodies, re-serializing `parsed_body`), says which wire protocol each interaction speaks,
+frames SSE bodies for computing expected values, and serves interactions back in order
+through an `httpx.MockTransport`.
 
 It is protocol-neutral on purpose: the OpenAI Chat replay tests use it, and so can the
 Anthropic, Gemini and Responses ones.
 
-Locating the folder: the `ANYINFER_SHARED_WIRE` environment variable wins; otherwise the
-repository root and each of its parents is searched for `shared/wire` (in development the
-repo is `/work/main` beside `/work/shared`; in CI a fresh clone sits beside a copy of
-`shared/`). When nothing is found, `require_wire_dir()` skips the calling test.
+Locating the folder: the `ANYINFER_SHARED_WIRE` environment variable wins (to replay another
+set of recordings); otherwise the bundled copy, `tests/data/wire`, is used, so a fresh
+clone or the sdist runs every replay test. When neither exists, `require_wire_dir()`
+skips the calling test.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import yaml
 import anyinfer as ai
 
 __all__ = [
+    "BUNDLED_WIRE",
     "WIRE_ENV",
     "Interaction",
     "RecordedRequest",
@@ -54,9 +56,12 @@ __all__ = [
 ]
 
 WIRE_ENV = "ANYINFER_SHARED_WIRE"
-"""Environment variable naming the shared recordings folder explicitly."""
+"""Environment variable naming a recordings folder explicitly."""
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+BUNDLED_WIRE = REPO_ROOT / "tests" / "data" / "wire"
+"""The recordings bundled with the repository (and the sdist)."""
 
 # Headers that describe the recorded transfer, not the body we serve: the body is stored
 # decoded (or re-serialized), so these would lie about it.
@@ -67,7 +72,7 @@ _TRANSFER_HEADERS = frozenset({"content-encoding", "content-length", "transfer-e
 
 
 def find_wire_dir() -> tuple[Path | None, str]:
-    """Find the shared recordings folder.
+    """Find the recordings folder: `$ANYINFER_SHARED_WIRE`, else the bundled copy.
 
     Returns:
         `(path, how)` when found, `(None, reason)` when not; `reason` says where it looked.
@@ -78,20 +83,13 @@ def find_wire_dir() -> tuple[Path | None, str]:
         if path.is_dir():
             return path.resolve(), f"${WIRE_ENV}"
         return None, f"${WIRE_ENV}={explicit!r} is not a directory"
-    looked: list[str] = []
-    for base in (REPO_ROOT, *REPO_ROOT.parents):
-        candidate = base / "shared" / "wire"
-        looked.append(str(candidate))
-        if candidate.is_dir():
-            return candidate.resolve(), f"found beside {base}"
-    return None, (
-        f"no shared recordings folder: set ${WIRE_ENV}, or put a copy of shared/wire beside "
-        f"the repository (looked in {', '.join(looked[:3])}, ...)"
-    )
+    if BUNDLED_WIRE.is_dir():
+        return BUNDLED_WIRE, "bundled"
+    return None, f"no recordings folder: {BUNDLED_WIRE} is missing and ${WIRE_ENV} is not set"
 
 
 def require_wire_dir() -> Path:
-    """The shared recordings folder, or skip the calling test saying why it is missing."""
+    """The recordings folder, or skip the calling test saying why it is missing."""
     path, why = find_wire_dir()
     if path is None:
         pytest.skip(why)
@@ -99,7 +97,7 @@ def require_wire_dir() -> Path:
 
 
 def list_cassettes(root: Path | None = None) -> list[Path]:
-    """Every YAML cassette under `root` (default: the shared folder), sorted by path."""
+    """Every YAML cassette under `root` (default: `find_wire_dir()`), sorted by path."""
     if root is None:
         root, _ = find_wire_dir()
         if root is None:
@@ -695,7 +693,7 @@ def recording_params(items: Sequence[Interaction], empty: str) -> list[Any]:
 
     Args:
         items: The recordings.
-        empty: The skip reason when `shared/wire` exists but holds none of this kind.
+        empty: The skip reason when the recordings folder holds none of this kind.
     """
     import pytest
 

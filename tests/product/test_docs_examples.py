@@ -204,5 +204,26 @@ def test_page_examples_run(page: Path) -> None:
                 value.close()
 
 
+SCRIPT_PAGES = [ROOT / "README.md", ROOT / "docs" / "getting-started.md"]
+"""Pages whose examples a reader copies into a file: they must run as one plain script."""
+
+
+@pytest.mark.parametrize("page", SCRIPT_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.usefixtures("docs_env")
+def test_page_runs_as_a_script(page: Path) -> None:
+    """The page's examples, joined, are a script: no top-level `await` (compiled without
+    the flag that allows it, so one is a SyntaxError) and no name the test supplies."""
+    script = compile("\n".join(blocks(page)), str(page), "exec")
+    module = types.ModuleType("docs_script")
+    sys.modules[module.__name__] = module
+    try:
+        exec(script, module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+        for value in list(module.__dict__.values()):
+            if isinstance(value, ai.Client):
+                value.close()
+
+
 def test_every_page_with_python_is_covered() -> None:
     assert any(blocks(p) for p in PAGES)
