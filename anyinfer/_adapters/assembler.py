@@ -129,22 +129,32 @@ class PartAssembler:
 
     def fix(self, parts: Iterable[Part]) -> Iterator[Part]:
         """`parts` with the finish reconciled and (with `dedupe_warnings`) warnings deduped."""
+        out: list[Part] = []
         for part in parts:
-            cls = type(part)
-            if cls is FinishPart:
-                reason = part.reason  # type: ignore[union-attr]
-                if self._tool_finish and reason == "stop" and self._slots:
-                    part = FinishPart(reason := "tool_calls")
-                self.finish = reason
-            elif cls is WarningPart and self._dedupe_warnings:
-                text = part.text  # type: ignore[union-attr]
-                if text in self._warned:
-                    continue
-                self._warned.add(text)
-            elif cls is ToolCallPart and self._tool_finish and self.finish == "stop":
-                # A call after a `stop` finish still makes it a tool-calls finish.
-                yield part
-                self.finish = "tool_calls"
-                yield FinishPart("tool_calls")
-                continue
-            yield part
+            self.fix_into(part, out)
+            yield from out
+            out.clear()
+
+    def fix_into(self, part: Part, out: list[Part]) -> None:
+        """Append `part` to `out` as `fix` passes it: reconciled, deduped or dropped.
+
+        A tool call after a `stop` finish (with `tool_finish`) appends the call and then
+        the `tool_calls` finish it makes.
+        """
+        cls = type(part)
+        if cls is FinishPart:
+            reason = part.reason  # type: ignore[union-attr]
+            if self._tool_finish and reason == "stop" and self._slots:
+                part = FinishPart(reason := "tool_calls")
+            self.finish = reason
+        elif cls is WarningPart and self._dedupe_warnings:
+            text = part.text  # type: ignore[union-attr]
+            if text in self._warned:
+                return
+            self._warned.add(text)
+        elif cls is ToolCallPart and self._tool_finish and self.finish == "stop":
+            # A call after a `stop` finish still makes it a tool-calls finish.
+            out.append(part)
+            self.finish = "tool_calls"
+            part = FinishPart("tool_calls")
+        out.append(part)

@@ -23,6 +23,7 @@ import time
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import (
+    AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
@@ -48,7 +49,18 @@ from .._errors import (
     StreamError,
 )
 from .._redact import redact
-from .._stream.parts import END, Part, RawPart, WarningPart
+from .._stream.parts import (
+    END,
+    Batches,
+    EndPart,
+    Part,
+    PhasesPart,
+    RawPart,
+    ReasoningPart,
+    TextPart,
+    UsagePart,
+    WarningPart,
+)
 from .assembler import PartAssembler
 from .errormap import CODE_KINDS, ErrorKind, classify, message_and_code
 from .framing import (
@@ -410,6 +422,82 @@ async def decoded_body(response: httpx.Response) -> AsyncIterator[bytes]:
                 yield piece
 
 
+def body_reads(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's reads: httpx's own when it is not encoded, else `decoded_body`'s."""
+    if "content-encoding" in response.headers:
+        return decoded_body(response)
+    try:
+        response.content  # noqa: B018 - already read (an `httpx.Response(content=...)`)?
+    except httpx.ResponseNotRead:
+        return response.aiter_raw()
+    return decoded_body(response)
+
+
+_PLAIN = frozenset({TextPart, ReasoningPart, UsagePart, RawPart, PhasesPart})
+"""The part types the assembler passes through unchanged."""
+
+
+def _one(frame: Any) -> tuple[Any]:
+    return (frame,)
+
+
+def _take(parts: Iterable[Part], fix: Callable[[Part, list[Part]], None], out: list[Part]) -> bool:
+    """Append `parts` to `out` through the assembler; whether `END` was among them."""
+    for part in parts:
+        cls = type(part)
+        if cls in _PLAIN:
+            out.append(part)
+        elif cls is EndPart:
+            out.append(END)
+            return True
+        else:
+            fix(part, out)
+    return False
+
+
+def _take_frames(
+    frames: Iterable[Any],
+    decode: Callable[[Any, str | None], Iterable[Part]],
+    parse: Callable[[Any], Any] | None,
+    pid: str,
+    sentinel: bytes | None,
+    parsed: bool,
+    retain: bool,
+    fix: Callable[[Part, list[Part]], None],
+    out: list[Part],
+) -> bool:
+    """Append the parts of one read's frames to `out`; whether the end marker came."""
+    for frame in frames:
+        if type(frame) is SSEEvent:
+            data, name = frame.data, frame.event
+        elif frame is ARRAY_CLOSED:
+            out.append(END)
+            return True
+        else:
+            data, name = frame, None
+        if sentinel is not None and data == sentinel:
+            out.append(END)
+            return True
+        if parsed:
+            payload = data
+        elif parse is None:
+            payload = decode_json(data, pid)
+        else:
+            payload = parse(data)
+        if retain:
+            out.append(RawPart(payload))
+        for part in decode(payload, name):
+            cls = type(part)
+            if cls in _PLAIN:
+                out.append(part)
+            elif cls is EndPart:
+                out.append(END)
+                return True
+            else:
+                fix(part, out)
+    return False
+
+
 def _ms_since(start: float) -> float:
     return (time.monotonic() - start) * 1000.0
 
@@ -614,39 +702,56 @@ class HTTPAdapter(Adapter):
         try:
             async for chunk in decoded_body(response):
                 if deadline is not None and time.monotonic() > deadline:
-                    raise ProviderTimeoutError(
-                        f"{self.instance_id}: the response ran past its deadline of "
-                        f"{limits.deadline_s:g} s (provider option deadline_s)",
-                        timeout_kind="total",
-                        provider=self.instance_id,
-                        phase="stream",
-                    )
+                    raise self._past_deadline()
                 if limit is not None:
                     seen += len(chunk)
                     if seen > limit:
-                        raise ResponseTooLargeError(
-                            f"{self.instance_id}: response exceeded max_response_bytes={limit}",
-                            provider=self.instance_id,
-                        )
+                        raise self._too_large(limit)
                 yield chunk
-        except httpx.TimeoutException:
-            raise ProviderTimeoutError(
+        except AnyInferError:
+            raise
+        except Exception as exc:
+            failure = self._read_failure(exc, response)
+            if failure is None:
+                raise
+            raise failure from None
+
+    def _past_deadline(self) -> ProviderTimeoutError:
+        return ProviderTimeoutError(
+            f"{self.instance_id}: the response ran past its deadline of "
+            f"{self.response_limits.deadline_s:g} s (provider option deadline_s)",
+            timeout_kind="total",
+            provider=self.instance_id,
+            phase="stream",
+        )
+
+    def _too_large(self, limit: int) -> ResponseTooLargeError:
+        return ResponseTooLargeError(
+            f"{self.instance_id}: response exceeded max_response_bytes={limit}",
+            provider=self.instance_id,
+        )
+
+    def _read_failure(self, exc: Exception, response: httpx.Response) -> AnyInferError | None:
+        """The typed error for a failure reading the body, or `None` if `exc` is not one."""
+        if isinstance(exc, httpx.TimeoutException):
+            return ProviderTimeoutError(
                 f"{self.instance_id}: the stream went idle past the read timeout",
                 timeout_kind="idle",
                 provider=self.instance_id,
                 phase="stream",
-            ) from None
-        except (httpx.DecodingError, zlib.error) as exc:
-            raise ProtocolError(
+            )
+        if isinstance(exc, httpx.DecodingError | zlib.error):
+            return ProtocolError(
                 f"{self.instance_id}: the body does not decode as its Content-Encoding "
                 f"{response.headers.get('content-encoding')!r} says: {exc}",
                 provider=self.instance_id,
-            ) from None
-        except httpx.TransportError as exc:
-            raise StreamError(
+            )
+        if isinstance(exc, httpx.TransportError):
+            return StreamError(
                 f"{self.instance_id}: connection lost mid-response: {exc}",
                 provider=self.instance_id,
-            ) from None
+            )
+        return None
 
     async def drain(self, frames: AsyncIterator[Any], seconds: float = 0.05) -> None:
         """Read what follows the protocol's end marker, for a moment, before closing.
@@ -657,14 +762,14 @@ class HTTPAdapter(Adapter):
         once; the wait is bounded, and nothing read here is used.
 
         Args:
-            frames: The framing iterator (`iter_sse`, `iter_ndjson`) that produced the
-                end marker.
+            frames: The iterator that produced the end marker: the body's reads, or the
+                framing iterator (`iter_sse`, `iter_ndjson`) reading them.
             seconds: The longest wait.
         """
         import asyncio
 
         async def read_rest() -> None:
-            with contextlib.suppress(TimeoutError, AnyInferError, httpx.HTTPError):
+            with contextlib.suppress(TimeoutError, AnyInferError, httpx.HTTPError, zlib.error):
                 async with asyncio.timeout(seconds):
                     async for _ in frames:
                         pass
@@ -760,7 +865,7 @@ class HTTPAdapter(Adapter):
 
     # --- the stream template ---------------------------------------------------------
 
-    async def stream_parts(
+    def stream_parts(
         self,
         request: GenerationRequest,
         send: Sender,
@@ -772,7 +877,7 @@ class HTTPAdapter(Adapter):
         at_end: Callable[[], Iterable[Part]] | None = None,
         assembler: PartAssembler | None = None,
         empty_ok: bool = True,
-    ) -> AsyncIterator[Part]:
+    ) -> Batches[Part]:
         """The parts of one request, from sending it to closing its response.
 
         The template every built-in adapter's `generate` returns, owning what is the
@@ -784,8 +889,16 @@ class HTTPAdapter(Adapter):
         (`parse_json`) and, with `retain_raw`, kept as a `RawPart`; the frame decoded by
         `decode`; `END` when the protocol's sentinel arrives, then the body drained so
         the connection goes back to the pool; and the response closed, however the
-        stream ends. Every part passes through `assembler.fix` (finish reconciliation,
-        warning dedupe; see `PartAssembler`).
+        stream ends. Every part passes through the assembler (finish reconciliation,
+        warning dedupe; see `PartAssembler.fix`).
+
+        The parts come out as `Batches`: everything one network read completes (its
+        frames, parsed and decoded) is one batch, so the core and the layers above it
+        pay one async hop per read, not one per part. Iterated directly, it yields one
+        part at a time like any async iterator. When the body reads through this
+        class's own `iter_bytes`, `iter_frames`, `iter_sse` and `iter_ndjson`, those
+        are done inline; a subclass that overrides one of them is read through its
+        override, one frame per batch.
 
         Args:
             request: The attempt's request.
@@ -808,81 +921,185 @@ class HTTPAdapter(Adapter):
             empty_ok: When false, an empty 200 (a blank body or a stream without a
                 single frame) is a `StreamError`: a server that failed without saying so.
 
+        Returns:
+            The response's parts, in batches.
+
         Raises:
             StreamError: For an empty 200 when `empty_ok` is false.
         """
-        fix = (assembler or PartAssembler()).fix
+        return Batches(
+            self._part_batches(
+                request,
+                send,
+                decode,
+                whole,
+                framing,
+                sentinel,
+                at_end,
+                assembler or PartAssembler(),
+                empty_ok,
+            )
+        )
+
+    def _parser(self) -> Callable[[Any], Any] | None:
+        """`parse_json` when a subclass overrides it, else `None` (`decode_json` inline)."""
+        return None if type(self).parse_json is HTTPAdapter.parse_json else self.parse_json
+
+    async def _part_batches(
+        self,
+        request: GenerationRequest,
+        send: Sender,
+        decode: Callable[[Any, str | None], Iterable[Part]],
+        whole: Callable[[Any], Iterable[Part]] | None,
+        framing: Framing | Callable[[httpx.Response], Framing],
+        sentinel: bytes | None,
+        at_end: Callable[[], Iterable[Part]] | None,
+        assembler: PartAssembler,
+        empty_ok: bool,
+    ) -> AsyncGenerator[list[Part], None]:
+        """`stream_parts`' batches: one per network read (see there)."""
         pid = self.instance_id
+        fix = assembler.fix_into
         warnings: list[str] = []
         opening = send(warnings)
         try:
             # Warnings known before sending go out first; then those sending found.
-            for text in warnings:
-                yield WarningPart(text)
+            if warnings:
+                yield [WarningPart(text) for text in warnings]
             known = len(warnings)
         except BaseException:
             if inspect.iscoroutine(opening):
                 opening.close()
             raise
         response = await opening
-        frames: AsyncIterator[Any] | None = None
-        ended = False
+        unread: AsyncIterator[Any] | None = None  # what follows the end marker
         try:
-            for text in warnings[known:]:
-                yield WarningPart(text)
+            if len(warnings) > known:
+                yield [WarningPart(text) for text in warnings[known:]]
+            parse = self._parser()
+            retain = request.retain_raw
+            out: list[Part] = []
             if not request.stream:
                 body = await self.read_body(response, request)
                 if not empty_ok and not body.strip():
                     raise StreamError(
                         f"{pid}: the server answered 200 with an empty body", provider=pid
                     )
-                payload = self.parse_json(body)
-                if request.retain_raw:
-                    yield RawPart(payload)
-                for part in fix(whole(payload) if whole is not None else decode(payload, None)):
-                    yield part
-                    if part is END:
-                        return
-                yield END
+                payload = decode_json(body, pid) if parse is None else parse(body)
+                if retain:
+                    out.append(RawPart(payload))
+                try:
+                    ended = _take(
+                        whole(payload) if whole is not None else decode(payload, None), fix, out
+                    )
+                except Exception:
+                    if out:
+                        yield out  # what the failing response still reported
+                    raise
+                if not ended:
+                    out.append(END)
+                yield out
                 return
             kind = framing if isinstance(framing, str) else framing(response)
+            cls = type(self)
+            framer: SSEFramer | NDJSONFramer | JSONArrayFramer | None = None
             array: JSONArrayFramer | None = None
-            # SSE and NDJSON go through `iter_sse` / `iter_ndjson`, so that a subclass
-            # that overrides its framing keeps it under the template.
-            if kind == "ndjson":
-                frames = self.iter_ndjson(response, request)
+            parsed = False
+            reads: AsyncIterator[Any]
+            feed: Callable[[Any], Sequence[Any]]
+            if cls.iter_bytes is not HTTPAdapter.iter_bytes or (
+                cls.iter_frames is not HTTPAdapter.iter_frames
+            ):
+                framer = None
+            elif kind == "ndjson":
+                if cls.iter_ndjson is HTTPAdapter.iter_ndjson:
+                    framer = NDJSONFramer(pid, self.max_frame_bytes)
             elif kind == "json-array":
-                array = JSONArrayFramer(pid, self.max_frame_bytes)
-                frames = self.iter_frames(response, request, array)
-            elif kind == "sse+json":
-                frames = self.iter_sse(response, request, bare_json=True)
+                framer = array = JSONArrayFramer(pid, self.max_frame_bytes)
+            elif cls.iter_sse is HTTPAdapter.iter_sse:
+                framer = SSEFramer(pid, self.max_frame_bytes, bare_json=kind == "sse+json")
+            if framer is not None:
+                # Inline: the body's bytes, checked and framed here, one read at a time.
+                reads = body_reads(response)
+                feed = framer.feed
+                limits = self.response_limits
+                limit = request.max_response_bytes
+                if limit is None:
+                    limit = limits.max_response_bytes
+                deadline = (
+                    None if limits.deadline_s is None else time.monotonic() + limits.deadline_s
+                )
             else:
-                frames = self.iter_sse(response, request)
-            parsed = kind == "ndjson"
-            count = 0
-            async for frame in frames:
-                count += 1
-                if frame is ARRAY_CLOSED:
-                    ended = True
-                    yield END
-                    return
-                if isinstance(frame, SSEEvent):
-                    data, name = frame.data, frame.event
+                # Through the subclass's own framing: one frame per batch.
+                if kind == "ndjson":
+                    reads = self.iter_ndjson(response, request)
+                    parsed = True
+                elif kind == "json-array":
+                    array = JSONArrayFramer(pid, self.max_frame_bytes)
+                    reads = self.iter_frames(response, request, array)
                 else:
-                    data, name = frame, None
-                if sentinel is not None and data == sentinel:
-                    ended = True
-                    yield END
-                    return
-                payload = data if parsed else self.parse_json(data)
-                if request.retain_raw:
-                    yield RawPart(payload)
-                for part in fix(decode(payload, name)):
-                    if part is END:
-                        ended = True
-                        yield END
+                    reads = self.iter_sse(response, request, bare_json=kind == "sse+json")
+                feed = _one
+                limit = deadline = None
+            seen = count = 0
+            ended = False
+            read: Any
+            try:
+                async for read in reads:
+                    if framer is not None:
+                        if deadline is not None and time.monotonic() > deadline:
+                            raise self._past_deadline()
+                        if limit is not None:
+                            seen += len(read)
+                            if seen > limit:
+                                raise self._too_large(limit)
+                    frames = feed(read)
+                    if not frames and (array is None or not array.closed):
+                        continue
+                    count += len(frames)
+                    try:
+                        ended = _take_frames(
+                            frames, decode, parse, pid, sentinel, parsed, retain, fix, out
+                        )
+                    except Exception:
+                        if out:
+                            yield out  # what the failing read still reported
+                        raise
+                    if not ended and array is not None and array.closed and framer is not None:
+                        ended = True  # the closing `]`; reading on drains the body
+                        out.append(END)
+                    if ended:
+                        # Set before the last batch goes out: the core closes this
+                        # generator once it has `END`, and closing drains `unread`.
+                        unread = reads
+                        yield out
                         return
-                    yield part
+                    if out:
+                        yield out
+                        out = []
+            except AnyInferError:
+                raise
+            except Exception as exc:
+                failure = self._read_failure(exc, response)
+                if failure is None:
+                    raise
+                raise failure from None
+            if framer is not None and array is None:
+                tail = framer.close()  # type: ignore[union-attr]
+                count += len(tail)
+                try:
+                    ended = _take_frames(
+                        tail, decode, parse, pid, sentinel, False, retain, fix, out
+                    )
+                except Exception:
+                    if out:
+                        yield out
+                    raise
+                if out:
+                    yield out
+                    out = []
+                if ended:
+                    return
             if array is not None and (array.array or array.partial):
                 return  # cut inside the array (or an object): no sentinel
             if not empty_ok and count == 0:
@@ -893,11 +1110,17 @@ class HTTPAdapter(Adapter):
                     phase="stream",
                 )
             if at_end is not None:
-                for part in fix(at_end()):
-                    yield part
+                try:
+                    _take(at_end(), fix, out)
+                except Exception:
+                    if out:
+                        yield out
+                    raise
+                if out:
+                    yield out
         finally:
-            if ended and frames is not None:
-                await self.drain(frames)  # lets httpx keep the connection alive
+            if unread is not None:
+                await self.drain(unread)  # lets httpx keep the connection alive
             await response.aclose()
 
     # --- errors --------------------------------------------------------------------

@@ -45,7 +45,11 @@ DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 """The largest line, server-sent event or JSON-array element a framer accepts (16 MiB),
 unless the provider option `max_frame_bytes` sets another."""
 
-_decode = json.JSONDecoder().decode
+_decoder = json.JSONDecoder()
+_decode = _decoder.decode
+_scan = _decoder.scan_once  # type: ignore[attr-defined]
+"""The decoder's scanner: one value from an index, without `decode`'s whitespace
+handling (a document with surrounding whitespace takes the full `decode`)."""
 
 
 def decode_json(data: bytes | str, provider: str) -> Any:
@@ -64,7 +68,16 @@ def decode_json(data: bytes | str, provider: str) -> Any:
     """
     try:
         # json.loads(bytes) sniffs the encoding of every document; providers send
-        # UTF-8, so decode once and skip json.loads' argument plumbing.
+        # UTF-8, so decode once and skip json.loads' argument plumbing. The scanner
+        # alone reads a document without surrounding whitespace (every frame, nearly);
+        # anything else, errors included, goes through the full decoder below.
+        text = data.decode() if isinstance(data, bytes) else data
+        value, end = _scan(text, 0)
+        if end == len(text):
+            return value
+    except (StopIteration, ValueError, UnicodeDecodeError, RecursionError):
+        pass
+    try:
         return _decode(data.decode() if isinstance(data, bytes) else data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(
@@ -136,24 +149,26 @@ class LineFramer:
             self._after_cr = chunk.endswith(b"\r")
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         pending = self._pending
-        end = chunk.find(b"\n")
-        if end < 0:
-            self._check(len(pending) + len(chunk))
-            pending += chunk
-            self.bytes_buffered += len(chunk)
-            return []
         if pending:
+            end = chunk.find(b"\n")
+            if end < 0:
+                self._check(len(pending) + len(chunk))
+                pending += chunk
+                self.bytes_buffered += len(chunk)
+                return []
             self._check(len(pending) + end)
             pending += chunk[:end]
             self.bytes_buffered += end
-            first = bytes(pending)
+            lines = chunk[end + 1 :].split(b"\n")
+            lines.insert(0, bytes(pending))
             pending.clear()
         else:
-            first = chunk[:end]
-        lines = chunk[end + 1 :].split(b"\n")
+            lines = chunk.split(b"\n")
         tail = lines.pop()
-        lines.insert(0, first)
-        self._check(max(map(len, lines)))
+        if len(chunk) > self._limit and lines:
+            # Only a chunk longer than the cap can hold a line longer than it (the line
+            # completed from `pending` was checked above).
+            self._check(max(map(len, lines)))
         if tail:
             self._check(len(tail))
             pending += tail
@@ -205,8 +220,30 @@ class SSEFramer:
             ProtocolError: If a bare object is malformed between objects.
         """
         out: list[SSEEvent] = []
-        for line in self.lines.feed(chunk):
-            self._line(line, out)
+        lines = self.lines.feed(chunk)
+        if self._bare is not None:
+            for line in lines:
+                self._line(line, out)
+            return out
+        # `_line` inlined for the lines nearly every event is made of: `data: ...`
+        # and the blank line that ends it.
+        for line in lines:
+            if not line:
+                data = self._data
+                if data:
+                    out.append(
+                        SSEEvent(self._event, data[0] if len(data) == 1 else b"\n".join(data))
+                    )
+                    self._data = []
+                    self._size = 0
+                self._event = None
+            elif line[:6] == b"data: ":
+                self._size += len(line) - 5
+                if self._size > self._limit:
+                    raise _too_large(self._provider, "event", self._limit)
+                self._data.append(line[6:])
+            else:
+                self._line(line, out)
         return out
 
     def _line(self, line: bytes, out: list[SSEEvent]) -> None:

@@ -322,8 +322,8 @@ class TargetAttempts:
         self._run: AttemptRun | None = None
         self.delay = 0.0
 
-    def start(self) -> AsyncGenerator[StreamEvent, None]:
-        """Open the next attempt and return its events.
+    def start(self) -> AsyncGenerator[list[StreamEvent], None]:
+        """Open the next attempt and return its events, in batches (`AttemptRun.batches`).
 
         Raises:
             AnyInferError: Before dispatch: the adapter cannot be built, or the context
@@ -338,7 +338,7 @@ class TargetAttempts:
         self._run = run = AttemptRun(
             adapter.generate(self.request), target, streamed=self.request.stream
         )
-        return trail.instrument.watch(run.events(), target)
+        return trail.instrument.watch(run.batches(), target)
 
     def failed(self, exc: AnyInferError) -> tuple[Step, AttemptFailed | None]:
         """Record a failed attempt; what the route does next, and the event to show first."""

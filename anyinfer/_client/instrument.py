@@ -73,36 +73,38 @@ class Instrument:
         )
 
     async def watch(
-        self, events: AsyncGenerator[StreamEvent, None], target: ResolvedTarget
-    ) -> AsyncGenerator[StreamEvent, None]:
-        """Pass an attempt's events through, reporting `FirstToken` and `UsageReported`.
+        self, events: AsyncGenerator[list[StreamEvent], None], target: ResolvedTarget
+    ) -> AsyncGenerator[list[StreamEvent], None]:
+        """Pass an attempt's event batches through, reporting `FirstToken` and
+        `UsageReported`.
 
         Args:
-            events: The attempt's events (closed when this generator is).
+            events: The attempt's events, in batches (closed when this generator is).
             target: The attempt's target.
         """
         deliver = self._telemetry.deliver
         async with aclosing(events) as inner:
-            async for event in inner:
-                if type(event) is UsageUpdate:
-                    deliver(
-                        UsageReported(
-                            request_id=self._request_id,
-                            metadata=self._metadata,
-                            target=target,
-                            usage=event.usage,
+            async for batch in inner:
+                for event in batch:
+                    if type(event) is UsageUpdate:
+                        deliver(
+                            UsageReported(
+                                request_id=self._request_id,
+                                metadata=self._metadata,
+                                target=target,
+                                usage=event.usage,
+                            )
                         )
-                    )
-                elif type(event) is TimingMark and event.name == "first_token":
-                    deliver(
-                        FirstToken(
-                            request_id=self._request_id,
-                            metadata=self._metadata,
-                            target=target,
-                            at_ms=event.at_ms,
+                    elif type(event) is TimingMark and event.name == "first_token":
+                        deliver(
+                            FirstToken(
+                                request_id=self._request_id,
+                                metadata=self._metadata,
+                                target=target,
+                                at_ms=event.at_ms,
+                            )
                         )
-                    )
-                yield event
+                yield batch
 
     def attempt_ended(self, record: AttemptRecord, usage: Usage) -> None:
         """`AttemptEnded`: one attempt finished (`usage` includes what a failure flushed)."""
@@ -166,8 +168,8 @@ class _Silent(Instrument):
         """Nothing to report."""
 
     def watch(
-        self, events: AsyncGenerator[StreamEvent, None], target: ResolvedTarget
-    ) -> AsyncGenerator[StreamEvent, None]:
+        self, events: AsyncGenerator[list[StreamEvent], None], target: ResolvedTarget
+    ) -> AsyncGenerator[list[StreamEvent], None]:
         """The events themselves: no wrapper, no per-event cost."""
         return events
 

@@ -23,6 +23,7 @@ from typing import Any
 from .._errors import AnyInferError
 from .._request import GenerationRequest
 from .._stream.events import StreamEnded, StreamEvent, TimingMark
+from .._stream.parts import Batches
 from .._telemetry import Telemetry
 from .._types import AttemptRecord, ResolvedTarget, Usage
 from .attempt import AttemptRunner, Structured, Trail
@@ -56,7 +57,7 @@ class Router:
         """The extra body fields for `target`: its instance id's, else its engine id's."""
         return provider_options.get(target.provider) or provider_options.get(target.provider_id, {})
 
-    async def run(
+    def run(
         self,
         route: Route,
         targets: tuple[ResolvedTarget, ...],
@@ -64,8 +65,9 @@ class Router:
         base: GenerationRequest,
         provider_options: Mapping[str, Mapping[str, Any]],
         structured: Structured | None,
-    ) -> AsyncGenerator[StreamEvent, None]:
-        """One request's event stream.
+    ) -> Batches[StreamEvent]:
+        """One request's event stream, in batches (one per network read; `AsyncStream`
+        serves them one event at a time).
 
         Args:
             route: The route's policies (retry, decide, breaker).
@@ -81,6 +83,17 @@ class Router:
             AllTargetsFailedError: Every target failed or was skipped.
             AnyInferError: An attempt's error that ends the route (see `AttemptRunner`).
         """
+        return Batches(self._batches(route, targets, redirects, base, provider_options, structured))
+
+    async def _batches(
+        self,
+        route: Route,
+        targets: tuple[ResolvedTarget, ...],
+        redirects: tuple[ResolvedTarget, ...],
+        base: GenerationRequest,
+        provider_options: Mapping[str, Mapping[str, Any]],
+        structured: Structured | None,
+    ) -> AsyncGenerator[list[StreamEvent], None]:
         tel = instrument(self._telemetry, base.metadata)
         tel.request_started(targets, base)
         trail = Trail(tel, may_redirect=bool(redirects))
@@ -103,15 +116,15 @@ class Router:
                         try:
                             events = attempts.start()
                         except AnyInferError:
-                            yield TimingMark("attempt_start", 0.0)  # refused before dispatch
+                            yield [TimingMark("attempt_start", 0.0)]  # refused before dispatch
                             raise
                         async with aclosing(events):
-                            async for event in events:
-                                yield event
+                            async for batch in events:
+                                yield batch
                     except AnyInferError as exc:
                         step, failed = attempts.failed(exc)
                         if failed is not None:
-                            yield failed
+                            yield [failed]
                         if step == "raise":
                             raise
                     except BaseException:
@@ -128,7 +141,7 @@ class Router:
                         result = trail.result
                         assert result is not None
                         tel.request_ended(result)
-                        yield StreamEnded(result)
+                        yield [StreamEnded(result)]
                         return
                     elif step == "redirect":
                         queue = list(redirects)

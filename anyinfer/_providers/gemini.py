@@ -488,18 +488,66 @@ class GeminiAdapter(HTTPAdapter):
         """Parts of one response chunk (or a whole response).
 
         A `STOP` finish of a response that made calls becomes `tool_calls` when
-        `calls.fix` filters the parts (as `stream_parts` does).
+        `calls.fix` filters the parts (as `stream_parts` does). Type checks are inlined
+        on the common path; the checked accessors run only to raise the
+        `ProtocolError` that names the offending field.
         """
-        pid = self.instance_id
-        chunk = as_dict(chunk, pid, "response")
-        meta = opt_dict(chunk.get("usageMetadata"), pid, "usageMetadata")
+        if type(chunk) is not dict:
+            chunk = as_dict(chunk, self.instance_id, "response")
+        meta = chunk.get("usageMetadata")
+        if meta is not None and type(meta) is not dict:
+            meta = opt_dict(meta, self.instance_id, "usageMetadata")
         usage = self.usage_from(meta) if meta else None
         error = chunk.get("error")
         if error is not None:
             if usage is not None:  # flush what the failing frame still reports
                 yield UsagePart(usage)
             raise self.error_from_payload(error, None, None, phase=phase)
-        candidates = as_list(chunk.get("candidates"), pid, "candidates")
+        candidates = chunk.get("candidates")
+        if type(candidates) is not list:
+            candidates = as_list(candidates, self.instance_id, "candidates")
+        if "promptFeedback" in chunk:
+            yield from self._check_feedback(chunk, bool(candidates), usage, phase)
+        if candidates:
+            candidate = candidates[0]
+            if type(candidate) is not dict:
+                candidate = as_dict(candidate, self.instance_id, "candidates[]")
+            content = candidate.get("content")
+            if content is not None:
+                if type(content) is not dict:
+                    content = as_dict(content, self.instance_id, "candidates[].content")
+                parts = content.get("parts")
+                if type(parts) is not list:
+                    parts = as_list(parts, self.instance_id, "content.parts")
+                for part in parts:
+                    if type(part) is not dict:
+                        part = as_dict(part, self.instance_id, "parts[]")
+                    text = part.get("text")
+                    if type(text) is str:
+                        if text:
+                            yield (
+                                ReasoningPart(text)
+                                if part.get("thought") is True
+                                else TextPart(text)
+                            )
+                    else:
+                        yield from self.parts_from_part(part, calls)
+            reason = candidate.get("finishReason")
+            if reason is not None:
+                reason = opt_str(reason, self.instance_id, "finishReason")
+            if reason:
+                yield FinishPart(self.finish_reason(reason))
+                message = opt_str(candidate.get("finishMessage"), self.instance_id, "finishMessage")
+                if message and reason not in ("STOP", "MAX_TOKENS"):
+                    yield WarningPart(f"gemini finished with {reason}: {message}")
+        if usage is not None:
+            yield UsagePart(usage)
+
+    def _check_feedback(
+        self, chunk: dict[str, Any], candidates: bool, usage: Usage | None, phase: str
+    ) -> Iterator[Part]:
+        """Raise `ContentFilterError` for a blocked prompt (its usage flushed first)."""
+        pid = self.instance_id
         feedback = opt_dict(chunk.get("promptFeedback"), pid, "promptFeedback") or {}
         block = opt_str(feedback.get("blockReason"), pid, "promptFeedback.blockReason")
         if block and not candidates:
@@ -513,19 +561,6 @@ class GeminiAdapter(HTTPAdapter):
                 provider=pid,
                 phase=phase,
             )
-        for candidate in candidates[:1]:
-            candidate = as_dict(candidate, pid, "candidates[]")
-            content = opt_dict(candidate.get("content"), pid, "candidates[].content") or {}
-            for part in as_list(content.get("parts"), pid, "content.parts"):
-                yield from self.parts_from_part(as_dict(part, pid, "parts[]"), calls)
-            reason = opt_str(candidate.get("finishReason"), pid, "finishReason")
-            if reason:
-                yield FinishPart(self.finish_reason(reason))
-                message = opt_str(candidate.get("finishMessage"), pid, "finishMessage")
-                if message and reason not in ("STOP", "MAX_TOKENS"):
-                    yield WarningPart(f"gemini finished with {reason}: {message}")
-        if usage is not None:
-            yield UsagePart(usage)
 
     def parts_from_part(self, part: dict[str, Any], calls: PartAssembler) -> Iterator[Part]:
         """Parts of one content part (text, thought, function call)."""
@@ -562,23 +597,35 @@ class GeminiAdapter(HTTPAdapter):
 
     def usage_from(self, u: dict[str, Any]) -> Usage:
         """Usage from a `usageMetadata` object (see the module documentation)."""
-        pid = self.instance_id
-        prompt = opt_int(u.get("promptTokenCount"), pid, "usageMetadata.promptTokenCount")
-        tool_prompt = opt_int(
-            u.get("toolUsePromptTokenCount"), pid, "usageMetadata.toolUsePromptTokenCount"
-        )
-        candidates = opt_int(
-            u.get("candidatesTokenCount"), pid, "usageMetadata.candidatesTokenCount"
-        )
-        thoughts = opt_int(u.get("thoughtsTokenCount"), pid, "usageMetadata.thoughtsTokenCount")
+        get = u.get
+        prompt = get("promptTokenCount")
+        tool_prompt = get("toolUsePromptTokenCount")
+        candidates = get("candidatesTokenCount")
+        thoughts = get("thoughtsTokenCount")
+        total = get("totalTokenCount")
+        cached = get("cachedContentTokenCount")
+        if not (
+            type(prompt) in _COUNT
+            and type(tool_prompt) in _COUNT
+            and type(candidates) in _COUNT
+            and type(thoughts) in _COUNT
+            and type(total) in _COUNT
+            and type(cached) in _COUNT
+        ):
+            pid = self.instance_id
+            prompt = opt_int(prompt, pid, "usageMetadata.promptTokenCount")
+            tool_prompt = opt_int(tool_prompt, pid, "usageMetadata.toolUsePromptTokenCount")
+            candidates = opt_int(candidates, pid, "usageMetadata.candidatesTokenCount")
+            thoughts = opt_int(thoughts, pid, "usageMetadata.thoughtsTokenCount")
+            total = opt_int(total, pid, "usageMetadata.totalTokenCount")
+            cached = opt_int(cached, pid, "usageMetadata.cachedContentTokenCount")
         return Usage(
-            input_tokens=_sum_known(prompt, tool_prompt),
-            output_tokens=_sum_known(candidates, thoughts),
-            total_tokens=opt_int(u.get("totalTokenCount"), pid, "usageMetadata.totalTokenCount"),
-            cache_read_tokens=opt_int(
-                u.get("cachedContentTokenCount"), pid, "usageMetadata.cachedContentTokenCount"
-            ),
-            reasoning_tokens=thoughts,
+            _sum_known(prompt, tool_prompt),
+            _sum_known(candidates, thoughts),
+            total,
+            cached,
+            None,
+            thoughts,
         )
 
     # --- errors --------------------------------------------------------------------
@@ -723,10 +770,16 @@ class GeminiAdapter(HTTPAdapter):
 # --- helpers -------------------------------------------------------------------------
 
 
+_COUNT = frozenset({int, type(None)})
+"""The types a token count may have on the fast path (anything else is checked)."""
+
+
 def _sum_known(a: int | None, b: int | None) -> int | None:
-    if a is None and b is None:
-        return None
-    return (a or 0) + (b or 0)
+    if b is None:
+        return a
+    if a is None:
+        return b
+    return a + b
 
 
 def _positive(value: Any) -> int | None:

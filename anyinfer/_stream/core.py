@@ -20,6 +20,7 @@ from .._redact import redact_value
 from .._types import FINISH_REASONS, FinishReason, ResolvedTarget, Timing, ToolCall, Usage
 from .events import ReasoningDelta, StreamEvent, TextDelta, TimingMark, ToolCallDelta, UsageUpdate
 from .parts import (
+    Batches,
     EndPart,
     FinishPart,
     Part,
@@ -111,9 +112,17 @@ class AttemptRun:
 
     async def events(self) -> AsyncGenerator[StreamEvent, None]:
         """Yield the attempt's events; raise a typed error if the attempt fails."""
+        async with aclosing(self.batches()) as batches:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+
+    async def batches(self) -> AsyncGenerator[list[StreamEvent], None]:
+        """`events()` in batches: the events of each batch of parts the adapter gives
+        (`Batches`: one network read), or of each part from any other iterator."""
         clock = self._clock
         self.started_at = start = clock()
-        yield TimingMark("attempt_start", 0.0)
+        yield [TimingMark("attempt_start", 0.0)]
         text: list[str] = []
         reasoning: list[str] = []
         slots: dict[int, _Slot] = {}
@@ -122,65 +131,82 @@ class AttemptRun:
         finish: str | None = None
         ended = False
         first = False
+        source: Any = self._parts
+        batched = type(source) is Batches
+        bad: Any = None
         try:
-            async with aclosing(self._parts) as parts:  # type: ignore[type-var]
-                async for part in parts:
-                    # `type(part) is X` each time (no `cast()` call): mypy narrows it.
-                    if type(part) is TextPart:
-                        t = part.text
-                        if not t:
-                            continue
-                        if not first:
-                            first = True
-                            self._first_at = now = clock()
-                            yield TimingMark("first_token", (now - start) * 1000.0)
-                        text.append(t)
-                        yield TextDelta(t)
-                    elif type(part) is UsagePart:
-                        u = part.usage
-                        self.usage = _merge_usage(self.usage, u)
-                        yield UsageUpdate(u)
-                    elif type(part) is ToolCallPart:
-                        p = part
-                        if not first:
-                            first = True
-                            self._first_at = now = clock()
-                            yield TimingMark("first_token", (now - start) * 1000.0)
-                        slot = slots.get(p.index)
-                        if slot is None:
-                            slot = slots[p.index] = _Slot()
-                        if p.call_id and not slot.call_id:
-                            slot.call_id = p.call_id
-                        if p.name and not slot.name:
-                            slot.name = p.name
-                        slot.arguments += p.arguments_fragment
-                        yield ToolCallDelta(p.index, p.call_id, p.name, p.arguments_fragment)
-                    elif type(part) is ReasoningPart:
-                        r = part.text
-                        if not r:
-                            continue
-                        if not first:
-                            first = True
-                            self._first_at = now = clock()
-                            yield TimingMark("first_token", (now - start) * 1000.0)
-                        reasoning.append(r)
-                        yield ReasoningDelta(r)
-                    elif type(part) is FinishPart:
-                        finish = part.reason
-                    elif type(part) is EndPart:
-                        ended = True
-                        break
-                    elif type(part) is PhasesPart:
-                        self._phases.update(part.phases)
-                    elif type(part) is RawPart:
-                        raw.append(part.payload)
-                    elif type(part) is WarningPart:
-                        warnings.append(part.text)
-                    else:
+            async with (
+                aclosing(source) as parts,
+                aclosing(parts.source if batched else _singles(parts)) as reads,
+            ):
+                async for batch in reads:
+                    out: list[StreamEvent] = []
+                    for part in batch:
+                        # `type(part) is X` each time (no `cast()` call): mypy narrows it.
+                        if type(part) is TextPart:
+                            t = part.text
+                            if not t:
+                                continue
+                            if not first:
+                                first = True
+                                self._first_at = now = clock()
+                                out.append(TimingMark("first_token", (now - start) * 1000.0))
+                            text.append(t)
+                            out.append(TextDelta(t))
+                        elif type(part) is UsagePart:
+                            u = part.usage
+                            self.usage = _merge_usage(self.usage, u)
+                            out.append(UsageUpdate(u))
+                        elif type(part) is ToolCallPart:
+                            p = part
+                            if not first:
+                                first = True
+                                self._first_at = now = clock()
+                                out.append(TimingMark("first_token", (now - start) * 1000.0))
+                            slot = slots.get(p.index)
+                            if slot is None:
+                                slot = slots[p.index] = _Slot()
+                            if p.call_id and not slot.call_id:
+                                slot.call_id = p.call_id
+                            if p.name and not slot.name:
+                                slot.name = p.name
+                            slot.arguments += p.arguments_fragment
+                            out.append(
+                                ToolCallDelta(p.index, p.call_id, p.name, p.arguments_fragment)
+                            )
+                        elif type(part) is ReasoningPart:
+                            r = part.text
+                            if not r:
+                                continue
+                            if not first:
+                                first = True
+                                self._first_at = now = clock()
+                                out.append(TimingMark("first_token", (now - start) * 1000.0))
+                            reasoning.append(r)
+                            out.append(ReasoningDelta(r))
+                        elif type(part) is FinishPart:
+                            finish = part.reason
+                        elif type(part) is EndPart:
+                            ended = True
+                            break
+                        elif type(part) is PhasesPart:
+                            self._phases.update(part.phases)
+                        elif type(part) is RawPart:
+                            raw.append(part.payload)
+                        elif type(part) is WarningPart:
+                            warnings.append(part.text)
+                        else:
+                            bad = part
+                            break
+                    if out:
+                        yield out
+                    if bad is not None:
                         raise ProtocolError(
-                            f"adapter yielded {part!r}, which is not a part",
+                            f"adapter yielded {bad!r}, which is not a part",
                             provider=self.target.provider,
                         )
+                    if ended:
+                        break
         except (StreamError, ProviderTimeoutError) as exc:
             # The trailing-usage rule: a break after the finish reason still completed.
             if finish is None:
@@ -222,6 +248,12 @@ class AttemptRun:
             warnings=tuple(warnings),
             raw=kept,
         )
+
+
+async def _singles(parts: AsyncIterator[Part]) -> AsyncGenerator[tuple[Part], None]:
+    """Each part of an adapter that does not batch, as a batch of its own."""
+    async for part in parts:
+        yield (part,)
 
 
 def _merge_usage(old: Usage, new: Usage) -> Usage:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._types import Generation
 from .events import StreamEnded, StreamEvent
+from .parts import Batches
 
 if TYPE_CHECKING:
     import asyncio
@@ -30,6 +31,11 @@ class AsyncStream:
 
     def __init__(self, source: AsyncIterator[StreamEvent]) -> None:
         self._source = source
+        # A batched source (the router's) is read a batch at a time and served from it.
+        batches: Any = source
+        self._batches = batches.source if type(batches) is Batches else None
+        self._batch: Sequence[StreamEvent] = ()
+        self._next = 0
         self._result: Generation | None = None
         self._closed = False
 
@@ -52,7 +58,19 @@ class AsyncStream:
         """Yield the next event, capturing the result when the stream ends."""
         if self._closed:
             raise StopAsyncIteration
-        event = await self._source.__anext__()
+        i, batch = self._next, self._batch
+        if i < len(batch):
+            self._next = i + 1
+            event = batch[i]
+        elif self._batches is None:
+            event = await self._source.__anext__()
+        else:
+            while True:
+                batch = await self._batches.__anext__()
+                if batch:
+                    break
+            self._batch, self._next = batch, 1
+            event = batch[0]
         if type(event) is StreamEnded:
             self._result = event.result
         return event

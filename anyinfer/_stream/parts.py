@@ -7,13 +7,14 @@ events, never times anything, and never assembles tool calls.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .._types import Usage
 
 __all__ = [
+    "Batches",
     "EndPart",
     "FinishPart",
     "Part",
@@ -117,3 +118,44 @@ Part = (
 """Anything an adapter yields."""
 
 END = EndPart()
+
+
+_T = TypeVar("_T")
+
+
+class Batches(Generic[_T]):
+    """An async iterator whose source produces its items in batches.
+
+    The stream layers (the adapter template, the core, the router) do all the
+    synchronous work of one network read at once and hand the next layer a list, so a
+    read costs one async hop per layer rather than one per layer per item. A layer that
+    knows this type takes `source` (the batch generator) directly; anyone else iterates
+    it item by item, served from the current batch.
+
+    Args:
+        source: The async generator of batches (closed by `aclose`).
+    """
+
+    __slots__ = ("_batch", "_next", "source")
+
+    def __init__(self, source: AsyncGenerator[Sequence[_T], None]) -> None:
+        self.source = source
+        self._batch: Sequence[_T] = ()
+        self._next = 0
+
+    def __aiter__(self) -> Batches[_T]:
+        return self
+
+    async def __anext__(self) -> _T:
+        """The next item; awaits the next batch only when this one is used up."""
+        i, batch = self._next, self._batch
+        while i >= len(batch):
+            batch = self._batch = await self.source.__anext__()
+            i = 0
+        self._next = i + 1
+        return batch[i]
+
+    async def aclose(self) -> None:
+        """Close the source (and what it holds open)."""
+        self._batch = ()
+        await self.source.aclose()
