@@ -133,9 +133,9 @@ class OpenTelemetryObserver:
         try:
             from opentelemetry import metrics, trace
         except ImportError:
-            raise ConfigError(
-                "OpenTelemetryObserver needs opentelemetry-api: pip install 'anyinfer-kit[otel]'"
-            ) from None
+            from anyinfer._extras import missing_hint
+
+            raise ConfigError(missing_hint("OpenTelemetryObserver", ["opentelemetry"])) from None
         from anyinfer import __version__
 
         self._trace = trace

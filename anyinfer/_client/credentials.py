@@ -207,9 +207,10 @@ class KeyringResolver:
         try:
             import keyring  # type: ignore[import-not-found, unused-ignore]
         except ImportError:
+            from .._extras import missing_hint
+
             raise ConfigError(
-                "credential://system/... needs the system keyring: pip install keyring",
-                provider=provider,
+                missing_hint("credential://system/...", ["keyring"]), provider=provider
             ) from None
         try:
             secret = keyring.get_password(self.service, name)

@@ -236,9 +236,9 @@ class TiktokenEstimator:
         try:
             tiktoken = importlib.import_module("tiktoken")
         except ImportError:
-            raise ConfigError(
-                "TiktokenEstimator needs the tiktoken package: pip install tiktoken"
-            ) from None
+            from .._extras import missing_hint
+
+            raise ConfigError(missing_hint("TiktokenEstimator", ["tiktoken"])) from None
         self._tiktoken: Any = tiktoken
         self._forced = encoding
         self._fallback = fallback or ByteHeuristicEstimator()

@@ -43,6 +43,10 @@ CASSETTE_MARKER = "anyinfer_cassette"
 
 _MODES = ("none", "once", "new_episodes", "all", "rewrite")
 
+_FIXTURE = "anyinfer_cassette"
+_NEEDS = ("vcr", "yaml")
+"""What cassettes import beyond the runtime dependencies (the `conformance` extra)."""
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Cassette options, in the `anyinfer` group."""
@@ -76,6 +80,29 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{CASSETTE_MARKER}(name=None, *, provider='default'): replay (or record) this test's "
         "HTTP from cassettes/<provider>/<module>/<name or test>.yaml",
     )
+
+
+def _missing_hint() -> str | None:
+    """The one-line install hint when vcrpy or pyyaml is missing, else `None`."""
+    from anyinfer._extras import missing, missing_hint
+
+    absent = missing(_NEEDS)
+    return missing_hint(f"the {_FIXTURE} fixture", absent) if absent else None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Stop the run with one line when selected tests use cassettes that cannot work.
+
+    Raises:
+        pytest.UsageError: If a test selected to run uses the `anyinfer_cassette` fixture
+            and vcrpy or pyyaml is not installed.
+    """
+    users = [item for item in session.items if _FIXTURE in getattr(item, "fixturenames", ())]
+    if not users:
+        return
+    hint = _missing_hint()
+    if hint is not None:
+        raise pytest.UsageError(f"{hint} ({len(users)} selected test(s) use it)")
 
 
 @pytest.fixture(scope="session")
@@ -113,6 +140,9 @@ def anyinfer_cassette(
     interaction the test never made. While replaying, connections that would leave
     loopback raise `NetworkBlockedError`. Secrets are scrubbed before recording.
     """
+    hint = _missing_hint()  # requested dynamically, past the collection-time check
+    if hint is not None:
+        pytest.fail(hint, pytrace=False)
     from .cassettes import block_non_loopback, cassette_path, make_vcr, unplayed
 
     marker = request.node.get_closest_marker(CASSETTE_MARKER)

@@ -59,6 +59,9 @@ SUITE_NODEID = "anyinfer-conformance"
 
 _SUITE_PATH = Path(__file__).with_name("_suite.py")
 
+_NEEDS = ("hypothesis", "yaml")
+"""What the suite imports beyond the runtime dependencies (the `conformance` extra)."""
+
 
 @dataclass(slots=True)
 class _State:
@@ -153,13 +156,23 @@ def _examples_option(config: pytest.Config) -> int | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the marker; remember the options when the suite is asked for."""
+    """Register the marker; remember the options when the suite is asked for.
+
+    Raises:
+        pytest.UsageError: When the suite is asked for but the `conformance` extra is not
+            installed: one line naming what is missing and the extra to install.
+    """
     config.addinivalue_line(
         "markers",
         f"{MARKER}(covers): a conformance suite test and the guarantees it checks",
     )
-    if not _enabled(config):
+    if not _enabled(config) or config.option.help:
         return
+    from anyinfer._extras import missing, missing_hint
+
+    absent = missing(_NEEDS)
+    if absent:
+        raise pytest.UsageError(missing_hint(f"pytest {OPTION_CONFORMANCE}", absent))
     selected = list(config.getoption("anyinfer_adapters") or []) or list(
         config.getini(INI_ADAPTERS) or []
     )

@@ -28,9 +28,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from hypothesis import strategies as st
-from hypothesis.errors import InvalidArgument
-from hypothesis.strategies import SearchStrategy
+try:
+    from hypothesis import strategies as st
+    from hypothesis.errors import InvalidArgument
+    from hypothesis.strategies import SearchStrategy
+except ModuleNotFoundError as exc:
+    if exc.name != "hypothesis":
+        raise
+    from anyinfer._extras import missing_hint
+
+    raise ModuleNotFoundError(
+        missing_hint("anyinfer.conformance.strategies", ["hypothesis"]), name=exc.name
+    ) from None
 
 from anyinfer.fakeservers import Dialect, Frame, WireProfile
 from anyinfer.fakeservers._script import (

@@ -232,7 +232,7 @@ def _fake_tiktoken() -> types.ModuleType:
 
 def test_tiktoken_missing_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tiktoken", None)
-    with pytest.raises(ConfigError, match="pip install tiktoken"):
+    with pytest.raises(ConfigError, match=r"pip install 'anyinfer-kit\[tiktoken\]'$"):
         TiktokenEstimator()
 
 
