@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Copy the real provider recordings in shared/wire into `cassettes/` (vcrpy format).
+"""Copy the real provider recordings in tests/data/wire into `cassettes/` (vcrpy format).
 
-    python scripts/import_wire_cassettes.py [--wire ../shared/wire]
+    python scripts/import_wire_cassettes.py [--wire FOLDER]   # default: tests/data/wire
 
 Each generation exchange becomes `cassettes/<provider>/shared-wire/<source>__<file>__<n>.yaml`
 with its body decoded to text, so `pytest --anyinfer-conformance` replays real traffic
