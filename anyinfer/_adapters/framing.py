@@ -182,9 +182,12 @@ class LineFramer:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SSEEvent:
-    """One server-sent event: its `event:` name (or `None`) and its `data:` bytes."""
+    """One server-sent event: its `event:` name (or `None`) and its `data:` bytes.
+
+    A value, never changed once made (not a frozen dataclass only because that costs
+    twice as much to build, once per event)."""
 
     event: str | None
     data: bytes
@@ -219,16 +222,36 @@ class SSEFramer:
             ResponseTooLargeError: If a line or an event outgrows the cap.
             ProtocolError: If a bare object is malformed between objects.
         """
+        bare = self._bare
+        lines = self.lines
+        if (
+            chunk[-2:] == b"\n\n"
+            and not lines._pending
+            and not lines._after_cr
+            and not self._data
+            and self._event is None
+            and (bare is None or not bare._depth)
+            and len(chunk) <= self._limit
+            and b"\r" not in chunk
+        ):
+            # The usual read: exactly one event, `data: ...` or `event: ...` then
+            # `data: ...`, and nothing carried over from the last read.
+            end = len(chunk) - 2
+            if chunk[:6] == b"data: ":
+                if chunk.find(b"\n", 6) == end:
+                    return [SSEEvent(None, chunk[6:end])]
+            elif chunk[:7] == b"event: ":
+                nl = chunk.find(b"\n", 7)
+                if chunk[nl + 1 : nl + 7] == b"data: " and chunk.find(b"\n", nl + 7) == end:
+                    return [SSEEvent(chunk[7:nl].decode("utf-8", "replace"), chunk[nl + 7 : end])]
         out: list[SSEEvent] = []
-        lines = self.lines.feed(chunk)
-        if self._bare is not None:
-            for line in lines:
+        # `_line` inlined for the lines nearly every event is made of: `data: ...`,
+        # `event: ...` and the blank line that ends it (none of which opens or
+        # continues a bare object).
+        for line in lines.feed(chunk):
+            if bare is not None and bare._depth:  # `bare.partial`, without the property
                 self._line(line, out)
-            return out
-        # `_line` inlined for the lines nearly every event is made of: `data: ...`
-        # and the blank line that ends it.
-        for line in lines:
-            if not line:
+            elif not line:
                 data = self._data
                 if data:
                     out.append(
@@ -242,6 +265,8 @@ class SSEFramer:
                 if self._size > self._limit:
                     raise _too_large(self._provider, "event", self._limit)
                 self._data.append(line[6:])
+            elif line[:7] == b"event: ":
+                self._event = line[7:].decode("utf-8", "replace")
             else:
                 self._line(line, out)
         return out

@@ -6,11 +6,36 @@ Provider payloads are validated at the edge: a field of the wrong type is a
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from .._errors import ProtocolError
 
-__all__ = ["as_dict", "as_int", "as_list", "as_str", "opt_dict", "opt_int", "opt_str"]
+if TYPE_CHECKING:
+    from .._stream.parts import Part
+
+__all__ = [
+    "as_dict",
+    "as_int",
+    "as_list",
+    "as_str",
+    "flushed",
+    "opt_dict",
+    "opt_int",
+    "opt_str",
+]
+
+
+def flushed(parts: list[Part], error: Exception) -> Iterator[Part]:
+    """`parts`, then `error` raised.
+
+    What a decoder that builds a frame's parts in a list (cheaper than a generator)
+    returns when the frame fails part-way: the parts before the failure still reach the
+    core, in order, before the error does (the failure-flush rule: a usage report the
+    failing frame carried must count).
+    """
+    yield from parts
+    raise error
 
 
 def _bad(provider: str, where: str, expected: str, value: Any) -> ProtocolError:

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -135,6 +135,15 @@ PROVIDER_DATA_KEY = "anthropic"
 """`Message.provider_data` key under which an assistant turn keeps its native blocks."""
 
 _MAX_MODEL_PAGES = 20
+_END: tuple[Part, ...] = (END,)
+
+_TEXT_FIELDS: Mapping[str, tuple[str, type[TextPart] | type[ReasoningPart]]] = {
+    "text": ("text", TextPart),
+    "thinking": ("thinking", ReasoningPart),
+    "text_delta": ("text", TextPart),
+    "thinking_delta": ("thinking", ReasoningPart),
+}
+"""Block and delta types that carry text: the field holding it, and the part it makes."""
 _MODELS_PAGE_SIZE = "1000"
 
 
@@ -373,13 +382,19 @@ class AnthropicAdapter(HTTPAdapter):
 
         state = _StreamState()
 
-        def decode(payload: Any, name: str | None) -> Iterator[Part]:
-            event = as_dict(payload, self.instance_id, "event")
-            kind = opt_str(event.get("type"), self.instance_id, "event.type") or name
+        def decode(payload: Any, name: str | None) -> Iterable[Part]:
+            event = (
+                payload if type(payload) is dict else as_dict(payload, self.instance_id, "event")
+            )
+            kind = event.get("type")
+            if type(kind) is not str:
+                kind = opt_str(kind, self.instance_id, "event.type")
+            kind = kind or name
+            if kind == "content_block_delta":
+                return self._delta_parts(event, state)  # the common event, without a generator
             if kind == "message_stop":
-                yield END
-            else:
-                yield from self.parts_from_event(kind, event, state)
+                return _END
+            return self.parts_from_event(kind, event, state)
 
         return self.stream_parts(request, send, decode, whole=self.parts_from_message)
 
@@ -418,14 +433,8 @@ class AnthropicAdapter(HTTPAdapter):
         index = opt_int(event.get("index"), pid, "content_block_start.index")
         block = as_dict(event.get("content_block"), pid, "content_block_start.content_block")
         kind = opt_str(block.get("type"), pid, "content_block.type")
-        if kind == "text":
-            text = as_str(block.get("text"), pid, "content_block.text")
-            if text:
-                yield TextPart(text)
-        elif kind == "thinking":
-            thinking = as_str(block.get("thinking"), pid, "content_block.thinking")
-            if thinking:
-                yield ReasoningPart(thinking)
+        if kind in _TEXT_FIELDS:
+            yield from _text_part(block, kind, pid, "content_block")
         elif kind == "tool_use":
             # A block without an index still gets a slot of its own.
             slot = state.calls.slot(index)
@@ -441,28 +450,25 @@ class AnthropicAdapter(HTTPAdapter):
                 "",
             )
 
-    def _delta_parts(self, event: dict[str, Any], state: _StreamState) -> Iterator[Part]:
+    def _delta_parts(self, event: dict[str, Any], state: _StreamState) -> tuple[Part, ...]:
         pid = self.instance_id
-        delta = as_dict(event.get("delta"), pid, "content_block_delta.delta")
+        delta = event.get("delta")
+        if type(delta) is not dict:
+            delta = as_dict(delta, pid, "content_block_delta.delta")
         kind = delta.get("type")
-        if kind == "text_delta":
-            text = as_str(delta.get("text"), pid, "text_delta.text")
-            if text:
-                yield TextPart(text)
-        elif kind == "thinking_delta":
-            thinking = as_str(delta.get("thinking"), pid, "thinking_delta.thinking")
-            if thinking:
-                yield ReasoningPart(thinking)
-        elif kind == "input_json_delta":
+        if kind in _TEXT_FIELDS:
+            return _text_part(delta, kind, pid, kind)
+        if kind == "input_json_delta":
             index = opt_int(event.get("index"), pid, "content_block_delta.index")
             slot = state.calls.known(index) if index is not None else None
             if slot is None:
-                return  # a server-side tool's input: not a call for the application
+                return ()  # a server-side tool's input: not a call for the application
             fragment = as_str(delta.get("partial_json"), pid, "input_json_delta.partial_json")
             if fragment:  # Anthropic opens argument-less calls with an empty fragment
                 state.whole_input.pop(slot, None)
-                yield ToolCallPart(slot, None, None, fragment)
+                return (ToolCallPart(slot, None, None, fragment),)
         # signature_delta and citations_delta only matter to the raw payload.
+        return ()
 
     def _usage_part(self, usage: dict[str, Any]) -> Iterator[Part]:
         parsed = self.usage_from(usage)
@@ -480,14 +486,8 @@ class AnthropicAdapter(HTTPAdapter):
         for block in as_list(message.get("content"), pid, "message.content"):
             block = as_dict(block, pid, "message.content[]")
             kind = block.get("type")
-            if kind == "text":
-                text = as_str(block.get("text"), pid, "content[].text")
-                if text:
-                    yield TextPart(text)
-            elif kind == "thinking":
-                thinking = as_str(block.get("thinking"), pid, "content[].thinking")
-                if thinking:
-                    yield ReasoningPart(thinking)
+            if kind in _TEXT_FIELDS:
+                yield from _text_part(block, kind, pid, "content[]")
             elif kind == "tool_use":
                 arguments = opt_dict(block.get("input"), pid, "content[].input")
                 yield ToolCallPart(
@@ -600,6 +600,16 @@ class _StreamState:
 
 
 # --- multi-turn helpers ------------------------------------------------------------------
+
+
+def _text_part(obj: dict[str, Any], kind: Any, pid: str, where: object) -> tuple[Part, ...]:
+    """The text or thinking part of a block or delta of type `kind` (`_TEXT_FIELDS`),
+    none when its text is empty; `where` names it in the error for a non-string."""
+    name, make = _TEXT_FIELDS[kind]
+    text = obj.get(name)
+    if type(text) is not str:
+        text = as_str(text, pid, f"{where}.{name}")
+    return (make(text),) if text else ()
 
 
 def content_blocks(raw: Any) -> list[dict[str, Any]]:

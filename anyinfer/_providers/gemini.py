@@ -96,7 +96,7 @@ import json
 import mimetypes
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -119,7 +119,7 @@ from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, UsagePart, WarningPart
 from .._types import Generation, Usage
-from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
+from ._wire import as_dict, as_list, as_str, flushed, opt_dict, opt_int, opt_str
 
 _SAMPLING_FIELDS: Mapping[str, str | None] = {
     "temperature": "temperature",
@@ -484,14 +484,24 @@ class GeminiAdapter(HTTPAdapter):
             assembler=calls,
         )
 
-    def parts_from_chunk(self, chunk: Any, calls: PartAssembler, phase: str) -> Iterator[Part]:
+    def parts_from_chunk(self, chunk: Any, calls: PartAssembler, phase: str) -> Iterable[Part]:
         """Parts of one response chunk (or a whole response).
 
         A `STOP` finish of a response that made calls becomes `tool_calls` when
         `calls.fix` filters the parts (as `stream_parts` does). Type checks are inlined
         on the common path; the checked accessors run only to raise the
-        `ProtocolError` that names the offending field.
+        `ProtocolError` that names the offending field. The parts are built in a list;
+        a chunk that fails part-way returns them followed by its error (`flushed`), so
+        what it reported before the failure (its usage first) still counts.
         """
+        out: list[Part] = []
+        try:
+            self._chunk_parts(chunk, calls, phase, out)
+        except Exception as exc:
+            return flushed(out, exc)
+        return out
+
+    def _chunk_parts(self, chunk: Any, calls: PartAssembler, phase: str, out: list[Part]) -> None:
         if type(chunk) is not dict:
             chunk = as_dict(chunk, self.instance_id, "response")
         meta = chunk.get("usageMetadata")
@@ -501,13 +511,13 @@ class GeminiAdapter(HTTPAdapter):
         error = chunk.get("error")
         if error is not None:
             if usage is not None:  # flush what the failing frame still reports
-                yield UsagePart(usage)
+                out.append(UsagePart(usage))
             raise self.error_from_payload(error, None, None, phase=phase)
         candidates = chunk.get("candidates")
         if type(candidates) is not list:
             candidates = as_list(candidates, self.instance_id, "candidates")
         if "promptFeedback" in chunk:
-            yield from self._check_feedback(chunk, bool(candidates), usage, phase)
+            self._check_feedback(chunk, bool(candidates), usage, phase, out)
         if candidates:
             candidate = candidates[0]
             if type(candidate) is not dict:
@@ -525,34 +535,39 @@ class GeminiAdapter(HTTPAdapter):
                     text = part.get("text")
                     if type(text) is str:
                         if text:
-                            yield (
+                            out.append(
                                 ReasoningPart(text)
                                 if part.get("thought") is True
                                 else TextPart(text)
                             )
                     else:
-                        yield from self.parts_from_part(part, calls)
+                        out.extend(self.parts_from_part(part, calls))
             reason = candidate.get("finishReason")
             if reason is not None:
                 reason = opt_str(reason, self.instance_id, "finishReason")
             if reason:
-                yield FinishPart(self.finish_reason(reason))
+                out.append(FinishPart(self.finish_reason(reason)))
                 message = opt_str(candidate.get("finishMessage"), self.instance_id, "finishMessage")
                 if message and reason not in ("STOP", "MAX_TOKENS"):
-                    yield WarningPart(f"gemini finished with {reason}: {message}")
+                    out.append(WarningPart(f"gemini finished with {reason}: {message}"))
         if usage is not None:
-            yield UsagePart(usage)
+            out.append(UsagePart(usage))
 
     def _check_feedback(
-        self, chunk: dict[str, Any], candidates: bool, usage: Usage | None, phase: str
-    ) -> Iterator[Part]:
+        self,
+        chunk: dict[str, Any],
+        candidates: bool,
+        usage: Usage | None,
+        phase: str,
+        out: list[Part],
+    ) -> None:
         """Raise `ContentFilterError` for a blocked prompt (its usage flushed first)."""
         pid = self.instance_id
         feedback = opt_dict(chunk.get("promptFeedback"), pid, "promptFeedback") or {}
         block = opt_str(feedback.get("blockReason"), pid, "promptFeedback.blockReason")
         if block and not candidates:
             if usage is not None:
-                yield UsagePart(usage)
+                out.append(UsagePart(usage))
             detail = opt_str(
                 feedback.get("blockReasonMessage"), pid, "promptFeedback.blockReasonMessage"
             )

@@ -300,9 +300,9 @@ class OllamaAdapter(HTTPAdapter):
             ProviderError: A typed subclass for an `{"error": ...}` object.
             ProtocolError: For objects of the wrong shape.
         """
-        pid = self.instance_id
         calls = calls if calls is not None else PartAssembler(tool_finish=True)
-        obj = as_dict(obj, pid, "chunk")
+        if type(obj) is not dict:
+            obj = as_dict(obj, self.instance_id, "chunk")
         error = obj.get("error")
         if error is not None:
             message = error if isinstance(error, str) else json.dumps(error)
@@ -313,11 +313,14 @@ class OllamaAdapter(HTTPAdapter):
                 error_code(message),
                 phase="stream",
             )
-        message_obj = opt_dict(obj.get("message"), pid, "message")
+        message_obj = obj.get("message")
+        if message_obj is not None and type(message_obj) is not dict:
+            message_obj = opt_dict(message_obj, self.instance_id, "message")
         if message_obj:
             yield from self.parts_from_message(message_obj, calls)
         if obj.get("done") is not True:
             return
+        pid = self.instance_id
         usage = self.usage_from(obj)
         if not usage.is_empty():
             yield UsagePart(usage)
@@ -331,14 +334,21 @@ class OllamaAdapter(HTTPAdapter):
 
     def parts_from_message(self, message: dict[str, Any], calls: PartAssembler) -> Iterator[Part]:
         """Parts of one `message` object: thinking, content, then whole tool calls."""
-        pid = self.instance_id
-        thinking = as_str(message.get("thinking"), pid, "message.thinking")
+        thinking = message.get("thinking")
+        if thinking is not None and type(thinking) is not str:
+            thinking = as_str(thinking, self.instance_id, "message.thinking")
         if thinking:
             yield ReasoningPart(thinking)
-        content = as_str(message.get("content"), pid, "message.content")
+        content = message.get("content")
+        if content is not None and type(content) is not str:
+            content = as_str(content, self.instance_id, "message.content")
         if content:
             yield TextPart(content)
-        for call in as_list(message.get("tool_calls"), pid, "message.tool_calls"):
+        calls_json = message.get("tool_calls")
+        if calls_json is None:
+            return
+        pid = self.instance_id
+        for call in as_list(calls_json, pid, "message.tool_calls"):
             call = as_dict(call, pid, "message.tool_calls[]")
             fn = opt_dict(call.get("function"), pid, "message.tool_calls[].function") or {}
             arguments = fn.get("arguments")

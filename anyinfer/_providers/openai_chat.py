@@ -9,7 +9,15 @@ report a refusal (`RefusalWatch`).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, ClassVar
 
 import httpx
@@ -192,12 +200,12 @@ class OpenAIChatAdapter(HTTPAdapter):
         """
         refusal = RefusalWatch()
 
-        def decode(chunk: Any, key: str) -> Iterator[Part]:
+        def decode(chunk: Any, key: str) -> Iterable[Part]:
             refusal.see(chunk, key)
             if prepare is not None:
                 chunk = prepare(chunk, key)
-            for part in self.parts_from_chunk(chunk, key):
-                yield refusal.fix(part)
+            parts = self.parts_from_chunk(chunk, key)
+            return map(refusal.fix, parts) if refusal.refused else parts
 
         return self.stream_parts(
             request,
@@ -252,8 +260,13 @@ class OpenAIChatAdapter(HTTPAdapter):
         Reads `usage`, then Groq's `x_groq.usage` (Groq reports stream usage there when
         `include_usage` is not honoured). Subclasses override this to look elsewhere.
         """
+        usage = chunk.get("usage")
+        if type(usage) is dict:
+            return usage
+        if usage is None and "x_groq" not in chunk:
+            return None
         pid = self.instance_id
-        usage = opt_dict(chunk.get("usage"), pid, "usage")
+        usage = opt_dict(usage, pid, "usage")
         if usage is None:
             x_groq = opt_dict(chunk.get("x_groq"), pid, "x_groq")
             usage = opt_dict(x_groq.get("usage"), pid, "x_groq.usage") if x_groq else None

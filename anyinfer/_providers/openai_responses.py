@@ -281,15 +281,10 @@ class OpenAIResponsesAdapter(HTTPAdapter):
 
         reader = ResponsesReader(self, phase="stream" if request.stream else "generate")
 
-        def decode(event: Any, name: str | None) -> Iterator[Part]:
-            yield from reader.event(event, name)
-            if reader.finished:
-                yield END
-
         return self.stream_parts(
             request,
             send,
-            decode,
+            reader.event,
             whole=reader.whole,
             sentinel=b"[DONE]",
             assembler=reader.calls,
@@ -338,7 +333,7 @@ class ResponsesReader:
 
     One reader serves one response. `event()` takes each stream event in order;
     `whole()` takes a non-streamed `Response` object. After a terminal event
-    `finished` is true and the caller yields `END`.
+    `finished` is true and `event()` yields `END`.
 
     Args:
         adapter: The adapter (for the provider id, usage and error mapping).
@@ -353,14 +348,16 @@ class ResponsesReader:
         self._ids: dict[str, int] = {}  # item id -> output_index
         # function_call item -> tool slot, each slot's id and name yielded once.
         self.calls = PartAssembler(dedupe_headers=True)
-        self._emitted: dict[_TextKey, str] = {}
+        # What each text key has yielded so far, in pieces (joined only to compare with
+        # a `.done` summary: joining per delta would copy the text once per delta).
+        self._emitted: dict[_TextKey, list[str]] = {}
         self._reasoning_keys: set[_TextKey] = set()
         self._refused = False
 
     # --- dispatch ------------------------------------------------------------------
 
     def event(self, payload: Any, sse_name: str | None = None) -> Iterator[Part]:
-        """Parts of one stream event.
+        """Parts of one stream event; `END` after a terminal one.
 
         Args:
             payload: The parsed `data:` object.
@@ -370,12 +367,22 @@ class ResponsesReader:
             ProviderError: A typed error for an `error` event or `response.failed`.
         """
         pid = self.pid
-        ev = as_dict(payload, pid, "event")
-        kind = opt_str(ev.get("type"), pid, "event.type") or sse_name or ""
-        if kind in _TEXT_DELTAS:
-            index_field, text_kind = _TEXT_DELTAS[kind]
+        ev = payload if type(payload) is dict else as_dict(payload, pid, "event")
+        kind = ev.get("type")
+        if type(kind) is not str or not kind:
+            kind = opt_str(kind, pid, "event.type") or sse_name or ""
+        delta_of = _TEXT_DELTAS.get(kind)
+        if delta_of is not None:
+            index_field, text_kind = delta_of
+            delta = ev.get("delta")
+            if type(delta) is not str:
+                delta = as_str(delta, pid, f"{kind}.delta")
             key = self._content_key(ev, index_field, text_kind)
-            yield from self._piece(key, as_str(ev.get("delta"), pid, f"{kind}.delta"))
+            if text_kind != "text":
+                yield from self._piece(key, delta)
+            elif delta:  # the common event, inlined from `_piece`
+                yield TextPart(delta)
+                self._record(key, delta)
         elif kind in _TEXT_DONES:
             index_field, text_kind, text_field = _TEXT_DONES[kind]
             key = self._content_key(ev, index_field, text_kind)
@@ -383,8 +390,7 @@ class ResponsesReader:
         elif kind == "response.function_call_arguments.delta":
             item_key = self._item_key(ev)
             delta = as_str(ev.get("delta"), pid, f"{kind}.delta")
-            args_key = (item_key, 0, "args")
-            self._emitted[args_key] = self._emitted.get(args_key, "") + delta
+            self._record((item_key, 0, "args"), delta)
             yield from self.calls.call(item_key, None, None, delta)
         elif kind == "response.function_call_arguments.done":
             item_key = self._item_key(ev)
@@ -402,6 +408,7 @@ class ResponsesReader:
         elif kind in TERMINAL_EVENTS:
             response = as_dict(ev.get("response"), pid, f"{kind}.response")
             yield from self.terminal(response, kind.removeprefix("response."))
+            yield END
         elif kind == "error":
             nested = ev.get("error")
             raise self.adapter.error_from_object(
@@ -493,7 +500,7 @@ class ResponsesReader:
     def _item_key(self, ev: dict[str, Any], item: dict[str, Any] | None = None) -> _ItemKey:
         index = ev.get("output_index")
         item_id = item.get("id") if item is not None else ev.get("item_id")
-        if isinstance(index, int) and not isinstance(index, bool):
+        if type(index) is int or (isinstance(index, int) and not isinstance(index, bool)):
             if isinstance(item_id, str):
                 self._ids.setdefault(item_id, index)
             return index
@@ -502,15 +509,34 @@ class ResponsesReader:
         return ""
 
     def _content_key(self, ev: dict[str, Any], field: str, kind: str) -> _TextKey:
-        index = opt_int(ev.get(field), self.pid, f"event.{field}") or 0
+        index = ev.get(field)
+        if type(index) is not int:
+            index = opt_int(index, self.pid, f"event.{field}") or 0
         return (self._item_key(ev), index, kind)
+
+    def _record(self, key: _TextKey, piece: str) -> None:
+        """Note that `piece` was yielded under `key`."""
+        pieces = self._emitted.get(key)
+        if pieces is None:
+            self._emitted[key] = [piece]
+        else:
+            pieces.append(piece)
+
+    def _sent(self, key: _TextKey) -> str:
+        """Everything yielded under `key` so far."""
+        pieces = self._emitted.get(key)
+        if not pieces:
+            return ""
+        if len(pieces) > 1:
+            pieces[:] = ["".join(pieces)]
+        return pieces[0]
 
     def _remainder(self, key: _TextKey, final: str) -> str:
         """What `final` adds to what was already yielded under `key` (and record it)."""
-        sent = self._emitted.get(key, "")
+        sent = self._sent(key)
         if not final.startswith(sent):
             return ""  # the deltas disagree with the summary; the deltas were shown
-        self._emitted[key] = final
+        self._emitted[key] = [final]
         return final[len(sent) :]
 
     def _piece(self, key: _TextKey, delta: str) -> Iterator[Part]:
@@ -527,11 +553,11 @@ class ResponsesReader:
                     yield ReasoningPart(REASONING_SEPARATOR)
                 self._reasoning_keys.add(key)
             yield ReasoningPart(delta)
-        self._emitted[key] = self._emitted.get(key, "") + delta
+        self._record(key, delta)
 
     def _fill(self, key: _TextKey, final: str) -> Iterator[Part]:
         """Yield what a `.done` text adds to the deltas already yielded for `key`."""
-        sent = self._emitted.get(key, "")
+        sent = self._sent(key)
         if final.startswith(sent):
             yield from self._piece(key, final[len(sent) :])
 

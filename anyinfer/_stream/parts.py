@@ -3,6 +3,10 @@
 Adapters translate wire bytes into these parts; the core turns them into the public
 `StreamEvent`s, times them, orders them and assembles the result. An adapter never emits
 events, never times anything, and never assembles tool calls.
+
+Parts are values: compared and hashed by their fields, and never changed once made.
+They are not frozen dataclasses only because a frozen one costs twice as much to build,
+and every chunk of every stream builds one or more.
 """
 
 from __future__ import annotations
@@ -28,21 +32,21 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class TextPart:
     """Visible answer text."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ReasoningPart:
     """Reasoning/thinking text."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ToolCallPart:
     """A fragment of the tool call in slot `index`.
 
@@ -56,14 +60,14 @@ class ToolCallPart:
     arguments_fragment: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class UsagePart:
     """A usage report, yielded as soon as the wire carries it."""
 
     usage: Usage
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class FinishPart:
     """The provider's finish reason, mapped where the adapter knows the value.
 
@@ -74,28 +78,28 @@ class FinishPart:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class PhasesPart:
     """Provider-reported sub-timings in milliseconds (e.g. `prefill_ms`)."""
 
     phases: Mapping[str, float]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class RawPart:
     """A provider-native payload, yielded only when the request asks to retain raw."""
 
     payload: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class WarningPart:
     """A non-fatal notice for `Generation.warnings`."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class EndPart:
     """The protocol's terminal sentinel arrived (`[DONE]`, `message_stop`, `done: true`).
 
