@@ -55,83 +55,92 @@ def _no_metadata() -> Mapping[str, str]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RequestStarted:
-    """A request was accepted and is about to be routed.
+class _Event:
+    """What every telemetry event carries.
 
     Attributes:
         request_id: Correlates every event of one request.
         metadata: The caller's `metadata` for the request.
+    """
+
+    request_id: str
+    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _AttemptEvent(_Event):
+    """What every event about one attempt carries (besides `request_id` and `metadata`).
+
+    Attributes:
+        target: The attempt's target.
+    """
+
+    target: ResolvedTarget
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestStarted(_Event):
+    """A request was accepted and is about to be routed.
+
+    Carries `request_id` and `metadata`, as every event does, and:
+
+    Attributes:
         targets: The route's targets as given, in order (aliases unresolved).
         stream: Whether the caller asked for a stream.
         messages: The conversation; payload observers only.
     """
 
-    request_id: str
-    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
     targets: tuple[str, ...] = ()
     stream: bool = False
     messages: tuple[Message, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AttemptStarted:
-    """One routing attempt is being sent.
+class AttemptStarted(_AttemptEvent):
+    """One routing attempt is being sent to its `target`.
+
+    Carries `request_id`, `metadata` and `target`, as every attempt event does, and:
 
     Attributes:
-        request_id: Correlates every event of one request.
-        metadata: The caller's `metadata` for the request.
-        target: Where this attempt goes.
         attempt: 1-based attempt number within the request.
     """
 
-    request_id: str
-    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
-    target: ResolvedTarget
     attempt: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FirstToken:
+class FirstToken(_AttemptEvent):
     """The first content (text, reasoning or tool-call) of an attempt arrived.
 
+    Carries `request_id`, `metadata` and `target`, as every attempt event does, and:
+
     Attributes:
-        request_id: Correlates every event of one request.
-        metadata: The caller's `metadata` for the request.
-        target: The attempt's target.
         at_ms: Milliseconds since the attempt started.
     """
 
-    request_id: str
-    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
-    target: ResolvedTarget
     at_ms: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UsageReported:
+class UsageReported(_AttemptEvent):
     """The provider reported usage (possibly partial; may repeat within an attempt).
 
+    Carries `request_id`, `metadata` and `target`, as every attempt event does, and:
+
     Attributes:
-        request_id: Correlates every event of one request.
-        metadata: The caller's `metadata` for the request.
-        target: The attempt's target.
         usage: The report as received.
     """
 
-    request_id: str
-    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
-    target: ResolvedTarget
     usage: Usage
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AttemptEnded:
+class AttemptEnded(_AttemptEvent):
     """One routing attempt finished, well or badly.
 
+    Carries `request_id`, `metadata` and `target`, as every attempt event does, and:
+
     Attributes:
-        request_id: Correlates every event of one request.
-        metadata: The caller's `metadata` for the request.
-        target: The attempt's target.
         outcome: How it ended.
         error: The redacted failure, for attempts that did not succeed.
         timing: Its measured timing, when it got far enough to have any.
@@ -139,9 +148,6 @@ class AttemptEnded:
             usage flushed from a failed attempt.
     """
 
-    request_id: str
-    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
-    target: ResolvedTarget
     outcome: Outcome
     error: ErrorInfo | None = None
     timing: Timing | None = None
@@ -149,12 +155,12 @@ class AttemptEnded:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RequestEnded:
+class RequestEnded(_Event):
     """The request finished: the last event of every request.
 
+    Carries `request_id` and `metadata`, as every event does, and:
+
     Attributes:
-        request_id: Correlates every event of one request.
-        metadata: The caller's `metadata` for the request.
         ok: Whether it produced a result.
         target: The target that produced the result; `None` on failure.
         usage: The result's usage (on failure, the last attempt's).
@@ -166,8 +172,6 @@ class RequestEnded:
         tool_calls: The tool calls, arguments included; payload observers only.
     """
 
-    request_id: str
-    metadata: Mapping[str, str] = field(default_factory=_no_metadata)
     ok: bool
     target: ResolvedTarget | None = None
     usage: Usage = field(default_factory=Usage)

@@ -11,8 +11,9 @@ unobserved request builds no telemetry event and no request id.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
+from typing import Any
 
 from .._errors import AnyInferError
 from .._request import GenerationRequest
@@ -24,6 +25,7 @@ from .._telemetry import (
     RequestEnded,
     RequestStarted,
     Telemetry,
+    TelemetryEvent,
     UsageReported,
     new_request_id,
 )
@@ -47,30 +49,26 @@ class Instrument:
         self._metadata = metadata
         self._request_id = new_request_id()
 
+    def _emit(self, kind: Callable[..., TelemetryEvent], /, **fields: Any) -> None:
+        """Deliver a `kind` event of this request: `fields` plus its id and metadata."""
+        self._telemetry.deliver(
+            kind(request_id=self._request_id, metadata=self._metadata, **fields)
+        )
+
     def request_started(
         self, targets: tuple[ResolvedTarget, ...], request: GenerationRequest
     ) -> None:
         """`RequestStarted`: the request was accepted and is about to be routed."""
-        self._telemetry.deliver(
-            RequestStarted(
-                request_id=self._request_id,
-                metadata=self._metadata,
-                targets=tuple(map(str, targets)),
-                stream=request.stream,
-                messages=request.messages,
-            )
+        self._emit(
+            RequestStarted,
+            targets=tuple(map(str, targets)),
+            stream=request.stream,
+            messages=request.messages,
         )
 
     def attempt_started(self, target: ResolvedTarget, number: int) -> None:
         """`AttemptStarted`: attempt `number` (1-based, within the request) is being sent."""
-        self._telemetry.deliver(
-            AttemptStarted(
-                request_id=self._request_id,
-                metadata=self._metadata,
-                target=target,
-                attempt=number,
-            )
-        )
+        self._emit(AttemptStarted, target=target, attempt=number)
 
     async def watch(
         self, events: AsyncGenerator[list[StreamEvent], None], target: ResolvedTarget
@@ -82,73 +80,44 @@ class Instrument:
             events: The attempt's events, in batches (closed when this generator is).
             target: The attempt's target.
         """
-        deliver = self._telemetry.deliver
         async with aclosing(events) as inner:
             async for batch in inner:
                 for event in batch:
                     if type(event) is UsageUpdate:
-                        deliver(
-                            UsageReported(
-                                request_id=self._request_id,
-                                metadata=self._metadata,
-                                target=target,
-                                usage=event.usage,
-                            )
-                        )
+                        self._emit(UsageReported, target=target, usage=event.usage)
                     elif type(event) is TimingMark and event.name == "first_token":
-                        deliver(
-                            FirstToken(
-                                request_id=self._request_id,
-                                metadata=self._metadata,
-                                target=target,
-                                at_ms=event.at_ms,
-                            )
-                        )
+                        self._emit(FirstToken, target=target, at_ms=event.at_ms)
                 yield batch
 
     def attempt_ended(self, record: AttemptRecord, usage: Usage) -> None:
         """`AttemptEnded`: one attempt finished (`usage` includes what a failure flushed)."""
-        self._telemetry.deliver(
-            AttemptEnded(
-                request_id=self._request_id,
-                metadata=self._metadata,
-                target=record.target,
-                outcome=record.outcome,
-                error=record.error,
-                timing=record.timing,
-                usage=usage,
-            )
+        self._emit(
+            AttemptEnded,
+            target=record.target,
+            outcome=record.outcome,
+            error=record.error,
+            timing=record.timing,
+            usage=usage,
         )
 
     def request_ended(self, result: Generation) -> None:
         """`RequestEnded` for a request that produced `result`."""
         usage = result.usage
-        self._telemetry.deliver(
-            RequestEnded(
-                request_id=self._request_id,
-                metadata=self._metadata,
-                ok=True,
-                target=result.target,
-                usage=usage,
-                cost_usd=usage.cost_usd,
-                timing=result.timing,
-                finish_reason=result.finish_reason,
-                text=result.text,
-                tool_calls=result.tool_calls,
-            )
+        self._emit(
+            RequestEnded,
+            ok=True,
+            target=result.target,
+            usage=usage,
+            cost_usd=usage.cost_usd,
+            timing=result.timing,
+            finish_reason=result.finish_reason,
+            text=result.text,
+            tool_calls=result.tool_calls,
         )
 
     def request_failed(self, error: AnyInferError, usage: Usage) -> None:
         """`RequestEnded` for a request that raised `error` (`usage`: the last failure's)."""
-        self._telemetry.deliver(
-            RequestEnded(
-                request_id=self._request_id,
-                metadata=self._metadata,
-                ok=False,
-                usage=usage,
-                error=error.to_info(),
-            )
-        )
+        self._emit(RequestEnded, ok=False, usage=usage, error=error.to_info())
 
 
 class _Silent(Instrument):
