@@ -204,24 +204,25 @@ def check_json_schema(schema: Any, name: str) -> None:
                 stack.extend((v, f"{where}/items/{i}") for i, v in enumerate(items))
             else:
                 stack.append((items, f"{where}/items"))
-        if "type" in node:
-            t = node["type"]
-            if not isinstance(t, str) and not (
-                isinstance(t, list | tuple) and all(isinstance(x, str) for x in t)
-            ):
+        # `type` is a name or a list of them; `required` a list of names (or, in older
+        # drafts, a boolean).
+        for key, alone, accepts in (
+            ("type", str, "a type name or a list of them"),
+            ("required", bool, "a list of property names"),
+        ):
+            if key in node and not _alone_or_names(node[key], alone):
                 raise ConfigError(
-                    f"{name}: {where}/type must be a type name or a list of them, got {_kind(t)}"
-                )
-        if "required" in node:
-            r = node["required"]
-            if not isinstance(r, bool) and not (
-                isinstance(r, list | tuple) and all(isinstance(x, str) for x in r)
-            ):
-                raise ConfigError(
-                    f"{name}: {where}/required must be a list of property names, got {_kind(r)}"
+                    f"{name}: {where}/{key} must be {accepts}, got {_kind(node[key])}"
                 )
         if "enum" in node and not isinstance(node["enum"], list | tuple):
             raise ConfigError(f"{name}: {where}/enum must be a list, got {_kind(node['enum'])}")
+
+
+def _alone_or_names(value: Any, alone: type) -> bool:
+    """Whether `value` is an `alone` instance or a list of strings."""
+    if isinstance(value, alone):
+        return True
+    return isinstance(value, list | tuple) and all(isinstance(x, str) for x in value)
 
 
 def _need_schema(schema: Any) -> None:

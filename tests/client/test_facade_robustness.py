@@ -218,6 +218,8 @@ BAD_CALLS: list[tuple[str, dict[str, Any]]] = [
     ("tool_choice", {"tool_choice": 5}),
     ("properties", {"schema": {"type": "object", "properties": 5}}),
     ("required", {"schema": {"type": "object", "required": "a"}}),
+    ("required must be a list of property names", {"schema": {"required": ["a", 1]}}),
+    ("/type must be a type name", {"schema": {"type": ["object", 5]}}),
     ("repair", {"schema": {"type": "object"}, "repair": 3}),
     ("parameters", {"tools": [ai.ToolSpec("t", parameters={"properties": 5})]}),
 ]
