@@ -16,13 +16,12 @@ at import.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterable, Mapping, Sequence
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from .._bundled import Bundled
 from .._errors import ConfigError
 from .capabilities import ModelCapabilities, split_key
 
@@ -31,8 +30,7 @@ __all__ = ["CATALOG_FORMAT", "Catalog"]
 CATALOG_FORMAT = "anyinfer-catalog/1"
 """The `format` tag of the catalog's JSON document."""
 
-_default_lock = threading.Lock()
-_default: Catalog | None = None
+_default: Bundled[Catalog] = Bundled("catalog.json", lambda doc: Catalog.from_json(doc))
 
 
 class Catalog:
@@ -109,12 +107,7 @@ class Catalog:
     @classmethod
     def load_default(cls) -> Catalog:
         """The catalog bundled with this release, read once and cached."""
-        global _default
-        with _default_lock:
-            if _default is None:
-                text = resources.files("anyinfer").joinpath("data/catalog.json").read_text("utf-8")
-                _default = cls.from_json(json.loads(text))
-            return _default
+        return _default.get()
 
     @classmethod
     def from_json(cls, source: str | Path | Mapping[str, Any]) -> Catalog:

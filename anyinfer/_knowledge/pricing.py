@@ -29,17 +29,16 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from decimal import Context, Decimal, InvalidOperation, localcontext
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from .._adapters.profile import UsageConvention
+from .._bundled import Bundled
 from .._errors import ConfigError, ProviderError, ProviderTimeoutError
 
 if TYPE_CHECKING:
@@ -73,8 +72,9 @@ _MILLION = Decimal(1_000_000)
 _EXACT = Context(prec=60)
 _PRICE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
 
-_default_lock = threading.Lock()
-_default: PricingTable | None = None
+_default: Bundled[PricingTable] = Bundled(
+    "pricing.json", lambda doc: PricingTable.from_json(doc), parse_float=Decimal
+)
 
 
 def _decimal(value: Any, what: str) -> Decimal:
@@ -409,12 +409,7 @@ class PricingTable:
     @classmethod
     def default(cls) -> PricingTable:
         """The table bundled with this release, read once and cached."""
-        global _default
-        with _default_lock:
-            if _default is None:
-                text = resources.files("anyinfer").joinpath("data/pricing.json").read_text("utf-8")
-                _default = cls.from_json(json.loads(text, parse_float=Decimal))
-            return _default
+        return _default.get()
 
     @classmethod
     def from_json(cls, source: str | Path | Mapping[str, Any]) -> PricingTable:

@@ -175,8 +175,8 @@ new = set(sys.modules) - before
 roots = {'httpx', 'pydantic', 'opentelemetry', 'difflib', 'tiktoken'}
 heavy = {m for m in new if m.split('.')[0] in roots}
 assert not heavy, heavy
-assert anyinfer._knowledge.catalog._default is None
-assert anyinfer._knowledge.pricing._default is None
+assert not anyinfer._knowledge.catalog._default.loaded
+assert not anyinfer._knowledge.pricing._default.loaded
 print('ok')
 """
     out = subprocess.run(
