@@ -150,6 +150,7 @@ def _request_texts(
     return texts, images
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class ByteHeuristicEstimator:
     """The default estimator: UTF-8 byte counts, no tokenizer needed.
 
@@ -163,24 +164,23 @@ class ByteHeuristicEstimator:
         image_tokens: Ceiling allowance per image.
     """
 
-    def __init__(
-        self,
-        *,
-        floor_bytes_per_token: int = 8,
-        per_message_tokens: int = 8,
-        per_request_tokens: int = 16,
-        tools_tokens: int = 512,
-        image_tokens: int = IMAGE_TOKENS_CEILING,
-    ) -> None:
-        if floor_bytes_per_token < 1:
+    floor_bytes_per_token: int = 8
+    per_message_tokens: int = 8
+    per_request_tokens: int = 16
+    tools_tokens: int = 512
+    image_tokens: int = IMAGE_TOKENS_CEILING
+
+    def __post_init__(self) -> None:
+        if self.floor_bytes_per_token < 1:
             raise ConfigError("floor_bytes_per_token must be at least 1")
-        if min(per_message_tokens, per_request_tokens, tools_tokens, image_tokens) < 0:
+        allowances = (
+            self.per_message_tokens,
+            self.per_request_tokens,
+            self.tools_tokens,
+            self.image_tokens,
+        )
+        if min(allowances) < 0:
             raise ConfigError("token allowances must not be negative")
-        self.floor_bytes_per_token = floor_bytes_per_token
-        self.per_message_tokens = per_message_tokens
-        self.per_request_tokens = per_request_tokens
-        self.tools_tokens = tools_tokens
-        self.image_tokens = image_tokens
 
     def estimate(
         self,
