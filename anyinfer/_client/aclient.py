@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .attempt import Structured
     from .router import Router
 
-__all__ = ["AsyncClient"]
+__all__ = ["AsyncClient", "call_keywords"]
 
 _T = TypeVar("_T")
 
@@ -218,7 +218,7 @@ class AsyncClient:
             The computed `ContextBudget`. When the target's context window is unknown,
             the budget's verdict is `None` — never a guess.
         """
-        check_budget_call(**{k: v for k, v in locals().items() if k not in ("self", "messages")})
+        check_budget_call(**call_keywords(locals(), "messages"))
         from .._knowledge.budget import compute_budget
 
         rt = self.resolve(target)
@@ -553,36 +553,9 @@ class AsyncClient:
         Raises:
             ConfigError: For an invalid call.
         """
-        check_request(
-            target=target,
-            route=route,
-            schema=schema,
-            tools=tools,
-            tool_choice=tool_choice,
-            sampling=sampling,
-            reasoning=reasoning,
-            timeout_s=timeout_s,
-            repair=repair,
-            provider_options=provider_options,
-            metadata=metadata,
-            max_response_bytes=max_response_bytes,
-        )
-        return self._start(
-            messages,
-            wire_stream=True,
-            target=target,
-            route=route,
-            schema=schema,
-            tools=tools,
-            tool_choice=tool_choice,
-            sampling=sampling,
-            reasoning=reasoning,
-            timeout_s=timeout_s,
-            repair=repair,
-            provider_options=provider_options,
-            metadata=metadata,
-            max_response_bytes=max_response_bytes,
-        )
+        call = call_keywords(locals(), "messages")
+        check_request(**call)
+        return self._start(messages, wire_stream=True, **call)
 
     def _start(
         self,
@@ -698,37 +671,9 @@ class AsyncClient:
             AllTargetsFailedError: Every target failed.
             ProviderError: A failure after content was shown (no fallback then).
         """
-        check_request(
-            target=target,
-            route=route,
-            schema=schema,
-            tools=tools,
-            tool_choice=tool_choice,
-            sampling=sampling,
-            reasoning=reasoning,
-            timeout_s=timeout_s,
-            repair=repair,
-            provider_options=provider_options,
-            metadata=metadata,
-            max_response_bytes=max_response_bytes,
-        )
-        stream = self._start(
-            messages,
-            wire_stream=False,
-            target=target,
-            route=route,
-            schema=schema,
-            tools=tools,
-            tool_choice=tool_choice,
-            sampling=sampling,
-            reasoning=reasoning,
-            timeout_s=timeout_s,
-            repair=repair,
-            provider_options=provider_options,
-            metadata=metadata,
-            max_response_bytes=max_response_bytes,
-        )
-        return await stream.collect()
+        call = call_keywords(locals(), "messages")
+        check_request(**call)
+        return await self._start(messages, wire_stream=False, **call).collect()
 
     async def _tool_round(self, messages: MessagesInput, **kwargs: Any) -> Generation:
         """One `run_tools` round: `generate()` (same arguments), keeping the raw payload
@@ -796,6 +741,26 @@ class AsyncClient:
             conversation.append(adapter.assistant_message(result))
             conversation.extend(await dispatch_all(result.tool_calls, runnable))
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def call_keywords(arguments: dict[str, Any], *leave_out: str) -> dict[str, Any]:
+    """A method's arguments, from its `locals()`, as keywords to pass on.
+
+    Called first thing in a method, so `arguments` holds only its parameters: `self`
+    and the names in `leave_out` are dropped and a `**kwargs` parameter is spread, so
+    the callee receives exactly what the caller passed. The spec'd methods of both
+    clients forward this way (`Client` to `AsyncClient`, `stream` and `generate` to the
+    argument checks and `_start`), so their restated signatures carry no copies of the
+    argument lists in their bodies.
+    """
+    keywords = dict(arguments)
+    del keywords["self"]
+    for name in leave_out:
+        del keywords[name]
+    spread = keywords.pop("kwargs", None)
+    if spread:
+        keywords.update(spread)
+    return keywords
 
 
 async def _to_thread(func: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:

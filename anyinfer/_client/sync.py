@@ -17,7 +17,7 @@ from .._request import DEFAULT_MAX_ROUNDS, ReasoningEffort, Sampling, ToolChoice
 from .._settings import ProviderSettings
 from .._stream.generation import SyncStream, _LoopThread
 from .._types import Generation, ResolvedTarget, Target
-from .aclient import AsyncClient
+from .aclient import AsyncClient, call_keywords
 from .credentials import ResolverChain
 from .route import Route
 
@@ -56,7 +56,7 @@ class Client:
 
     Every method restates its `AsyncClient` counterpart's signature, so type checkers and
     IDEs see the real keywords, and forwards its arguments unchanged with
-    `_forwarded(locals())`: the facade holds no argument logic of its own.
+    `call_keywords(locals())`: the facade holds no argument logic of its own.
     """
 
     def __init__(
@@ -77,7 +77,7 @@ class Client:
         capability_overrides: Mapping[str, ModelCapabilities] | None = None,
         model_dir: Path | None = None,
     ) -> None:
-        args = _forwarded(locals())
+        args = call_keywords(locals())
         self._loop = _LoopThread()
         try:
             self._async = AsyncClient(**args)
@@ -157,7 +157,7 @@ class Client:
 
         Pure computation — runs directly on the calling thread. See `AsyncClient.budget`.
         """
-        return self._async.budget(**_forwarded(locals()))
+        return self._async.budget(**call_keywords(locals()))
 
     def models(self, provider_id: str) -> Sequence[DiscoveredModel]:
         """List a provider's models. See `AsyncClient.models`."""
@@ -208,7 +208,7 @@ class Client:
         The progress sink is invoked from the background loop thread, so it must not
         block and must not call back into this client.
         """
-        return self._call(self._async.acquire_model(**_forwarded(locals())))
+        return self._call(self._async.acquire_model(**call_keywords(locals())))
 
     def installed_models(self) -> Sequence[StoreEntry]:
         """Every model acquired into this client's store."""
@@ -223,7 +223,7 @@ class Client:
         verify: bool = False,
     ) -> ResolvedModel | None:
         """Find an acquired model on disk. See `AsyncClient.locate_model`."""
-        return self._call(self._async.locate_model(**_forwarded(locals())))
+        return self._call(self._async.locate_model(**call_keywords(locals())))
 
     def remove_model(self, entry_id: str) -> RemovalReport:
         """Delete an acquired model. See `AsyncClient.remove_model`."""
@@ -247,7 +247,7 @@ class Client:
         max_response_bytes: int | None = None,
     ) -> Generation:
         """Generate a single result. See `AsyncClient.generate`."""
-        return self._call(self._async.generate(**_forwarded(locals())))
+        return self._call(self._async.generate(**call_keywords(locals())))
 
     def run_tools(
         self,
@@ -264,7 +264,7 @@ class Client:
         See `AsyncClient.run_tools`. Sync tools run in worker threads; async tools run on
         the client's background loop.
         """
-        return self._call(self._async.run_tools(**_forwarded(locals())))
+        return self._call(self._async.run_tools(**call_keywords(locals())))
 
     def stream(
         self,
@@ -288,7 +288,7 @@ class Client:
         See `AsyncClient.stream`. Use the result as a context manager so that leaving the
         block early cancels the in-flight request. Arguments are checked at once.
         """
-        args = _forwarded(locals())
+        args = call_keywords(locals())
         if self._closed:
             raise ConfigError("this client is closed")
         source = self._async.stream(**args)
@@ -322,16 +322,3 @@ def _release_dropped(loop: _LoopThread, client: AsyncClient) -> None:
         threading.Thread(target=release, name="anyinfer-release", daemon=True).start()
     else:
         release()
-
-
-def _forwarded(arguments: dict[str, Any]) -> dict[str, Any]:
-    """A facade method's arguments, from its `locals()`, as keywords for the async method.
-
-    Called first thing in a `Client` method, so `arguments` holds only its parameters:
-    `self` is dropped and a `**kwargs` parameter is spread, so the async counterpart
-    receives exactly what the caller passed (every parameter but `self` is
-    keyword-passable, which `tests/client/test_signatures.py` checks against the spec).
-    """
-    forwarded = {k: v for k, v in arguments.items() if k not in ("self", "kwargs")}
-    forwarded.update(arguments.get("kwargs", {}))
-    return forwarded
