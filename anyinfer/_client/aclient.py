@@ -413,6 +413,7 @@ class AsyncClient:
             ConfigError: If there is no catalog, the model is unknown, or nothing fits.
             LocalRuntimeError: On a transfer failure, digest mismatch, or full disk.
         """
+        options = call_keywords(locals(), "model_id")  # acquire() takes the same keywords
         from .._local.acquire import acquire
         from .._local.catalog import LocalCatalog
         from .._local.hardware import detect_hardware
@@ -422,18 +423,8 @@ class AsyncClient:
         model = LocalCatalog.load_default().get(model_id)
         store = self.model_store
         if hardware is None:
-            hardware = await _to_thread(detect_hardware, store.root)
-        return await acquire(
-            store,
-            model,
-            engine=engine,
-            variant_id=variant_id,
-            hardware=hardware,
-            progress=progress,
-            prefs=prefs,
-            dry_run=dry_run,
-            token=token,
-        )
+            options["hardware"] = await _to_thread(detect_hardware, store.root)
+        return await acquire(store, model, **options)
 
     async def installed_models(self) -> Sequence[StoreEntry]:
         """Every model acquired into this client's store."""
