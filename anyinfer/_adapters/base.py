@@ -422,6 +422,44 @@ async def decoded_body(response: httpx.Response) -> AsyncIterator[bytes]:
                 yield piece
 
 
+class _ReadBudget:
+    """The byte limit and the deadline of one body's reads (`HTTPAdapter.iter_bytes`)."""
+
+    __slots__ = ("_adapter", "_deadline", "_limit", "_seen")
+
+    def __init__(self, adapter: HTTPAdapter, request: GenerationRequest | None) -> None:
+        limits = adapter.response_limits
+        limit = request.max_response_bytes if request is not None else None
+        self._adapter = adapter
+        self._limit = limits.max_response_bytes if limit is None else limit
+        self._deadline = None if limits.deadline_s is None else time.monotonic() + limits.deadline_s
+        self._seen = 0
+
+    def take(self, chunk: bytes) -> None:
+        """Count one read.
+
+        Raises:
+            ProviderTimeoutError: The body ran past the provider's deadline.
+            ResponseTooLargeError: The body outgrew the byte limit.
+        """
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            pid = self._adapter.instance_id
+            raise ProviderTimeoutError(
+                f"{pid}: the response ran past its deadline of "
+                f"{self._adapter.response_limits.deadline_s:g} s (provider option deadline_s)",
+                timeout_kind="total",
+                provider=pid,
+                phase="stream",
+            )
+        if self._limit is not None:
+            self._seen += len(chunk)
+            if self._seen > self._limit:
+                pid = self._adapter.instance_id
+                raise ResponseTooLargeError(
+                    f"{pid}: response exceeded max_response_bytes={self._limit}", provider=pid
+                )
+
+
 def body_reads(response: httpx.Response) -> AsyncIterator[bytes]:
     """The body's reads: httpx's own when it is not encoded, else `decoded_body`'s."""
     if "content-encoding" in response.headers:
@@ -693,20 +731,10 @@ class HTTPAdapter(Adapter):
                 the body runs past the provider's deadline (option `deadline_s`).
             StreamError: If the connection breaks.
         """
-        limits = self.response_limits
-        limit = request.max_response_bytes if request is not None else None
-        if limit is None:
-            limit = limits.max_response_bytes
-        deadline = None if limits.deadline_s is None else time.monotonic() + limits.deadline_s
-        seen = 0
+        budget = _ReadBudget(self, request)
         try:
             async for chunk in decoded_body(response):
-                if deadline is not None and time.monotonic() > deadline:
-                    raise self._past_deadline()
-                if limit is not None:
-                    seen += len(chunk)
-                    if seen > limit:
-                        raise self._too_large(limit)
+                budget.take(chunk)
                 yield chunk
         except AnyInferError:
             raise
@@ -715,21 +743,6 @@ class HTTPAdapter(Adapter):
             if failure is None:
                 raise
             raise failure from None
-
-    def _past_deadline(self) -> ProviderTimeoutError:
-        return ProviderTimeoutError(
-            f"{self.instance_id}: the response ran past its deadline of "
-            f"{self.response_limits.deadline_s:g} s (provider option deadline_s)",
-            timeout_kind="total",
-            provider=self.instance_id,
-            phase="stream",
-        )
-
-    def _too_large(self, limit: int) -> ResponseTooLargeError:
-        return ResponseTooLargeError(
-            f"{self.instance_id}: response exceeded max_response_bytes={limit}",
-            provider=self.instance_id,
-        )
 
     def _read_failure(self, exc: Exception, response: httpx.Response) -> AnyInferError | None:
         """The typed error for a failure reading the body, or `None` if `exc` is not one."""
@@ -784,8 +797,26 @@ class HTTPAdapter(Adapter):
         self, response: httpx.Response, request: GenerationRequest | None = None
     ) -> bytes:
         """Read a whole (non-streamed) body under the same limits as `iter_bytes`."""
-        chunks = [chunk async for chunk in self.iter_bytes(response, request)]
-        return b"".join(chunks)
+        if type(self).iter_bytes is not HTTPAdapter.iter_bytes or (
+            "content-encoding" in response.headers
+        ):
+            chunks = [chunk async for chunk in self.iter_bytes(response, request)]
+            return b"".join(chunks)
+        # `iter_bytes` inline, for the usual unencoded body.
+        budget = _ReadBudget(self, request)
+        chunks = []
+        try:
+            async for chunk in body_reads(response):
+                budget.take(chunk)
+                chunks.append(chunk)
+        except AnyInferError:
+            raise
+        except Exception as exc:
+            failure = self._read_failure(exc, response)
+            if failure is None:
+                raise
+            raise failure from None
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def read_json(
         self, response: httpx.Response, request: GenerationRequest | None = None
@@ -1022,13 +1053,7 @@ class HTTPAdapter(Adapter):
                 # Inline: the body's bytes, checked and framed here, one read at a time.
                 reads = body_reads(response)
                 feed = framer.feed
-                limits = self.response_limits
-                limit = request.max_response_bytes
-                if limit is None:
-                    limit = limits.max_response_bytes
-                deadline = (
-                    None if limits.deadline_s is None else time.monotonic() + limits.deadline_s
-                )
+                take = _ReadBudget(self, request).take
             else:
                 # Through the subclass's own framing: one frame per batch.
                 if kind == "ndjson":
@@ -1040,19 +1065,14 @@ class HTTPAdapter(Adapter):
                 else:
                     reads = self.iter_sse(response, request, bare_json=kind == "sse+json")
                 feed = _one
-                limit = deadline = None
-            seen = count = 0
+                take = None
+            count = 0
             ended = False
             read: Any
             try:
                 async for read in reads:
-                    if framer is not None:
-                        if deadline is not None and time.monotonic() > deadline:
-                            raise self._past_deadline()
-                        if limit is not None:
-                            seen += len(read)
-                            if seen > limit:
-                                raise self._too_large(limit)
+                    if take is not None:
+                        take(read)
                     frames = feed(read)
                     if not frames and (array is None or not array.closed):
                         continue

@@ -97,8 +97,21 @@ class AsyncStream:
 
     async def collect(self) -> Generation:
         """Drain the stream and return the final result."""
-        async for _ in self:
-            pass
+        batches = self._batches
+        if batches is None or self._closed:
+            async for _ in self:
+                pass
+            return self.result
+        # What iterating would do, a batch at a time: nothing to hand out one by one.
+        ended = StreamEnded
+        for event in self._batch[self._next :]:
+            if type(event) is ended:
+                self._result = event.result
+        self._batch, self._next = (), 0
+        async for batch in batches:
+            for event in batch:
+                if type(event) is ended:
+                    self._result = event.result
         return self.result
 
 
