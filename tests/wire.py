@@ -5,7 +5,11 @@ against live providers (bundled with their licenses: see its README). This modul
 that folder, reads the cassettes into plain `Interaction` objects (decompressing gzip
 bodies, re-serializing `parsed_body`), says which wire protocol each interaction speaks,
 frames SSE bodies for computing expected values, and serves interactions back in order
-through an `httpx.MockTransport`.
+through an `httpx.MockTransport`. The replay tests' oracles each read the recorded JSON
+their own way (from the provider's documentation, never from the adapter's tables); what
+they share is here too: `ExpectedCall` / `ExpectedError`, `replay_with` (one recording,
+one adapter, one attempt), `recording_params`, and the protocol-neutral checks
+(`check_one_post`, `check_generation`, `check_attempt_failed`, `check_same_result`).
 
 It is protocol-neutral on purpose: the OpenAI Chat replay tests use it, and so can the
 Anthropic, Gemini and Responses ones.
@@ -27,7 +31,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import pytest
@@ -647,6 +651,176 @@ def run_replay(
     return asyncio.run(run())
 
 
+# --- what the replay oracles share ---------------------------------------------------
+#
+# Each replay test computes its expected values from the recorded JSON with its own
+# reading of the provider's documentation (never the adapter's tables); what is the same
+# for every protocol lives here: the expected tool call and error, serving one recording
+# to one adapter in one attempt, and the checks that do not depend on the protocol.
+
+
+@dataclass
+class ExpectedCall:
+    """One tool call as a recording states it: its arguments as the JSON text sent."""
+
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+    def tool_call(self, index: int) -> ai.ToolCall:
+        """The `ToolCall` the client should report (`call_<index>` when the wire gave no id)."""
+        text = self.arguments.strip()
+        arguments = json.loads(text) if text else {}
+        return ai.ToolCall(self.id or f"call_{index}", self.name or "", arguments)
+
+
+@dataclass
+class ExpectedError:
+    """The typed error a recording calls for."""
+
+    type: type[ai.AnyInferError]
+    http_status: int | None
+    message: str
+
+
+def recorded_model(item: Interaction) -> str:
+    """The model the recorded request body names."""
+    return str((item.request.json or {}).get("model") or "recorded-model")
+
+
+def endpoint_root(item: Interaction, endpoint: str) -> str:
+    """The base URL the recording was made against: its URL without `endpoint` and query."""
+    url = item.request.url
+    path = url.path[: -len(endpoint)] if url.path.endswith(endpoint) else url.path
+    return str(url.copy_with(path=path or "/", query=None)).rstrip("/")
+
+
+def replay_with(
+    item: Interaction,
+    provider: str,
+    *,
+    model: str | None = None,
+    endpoint: str | None = None,
+    chunk_size: int | None = None,
+    messages: ai.MessagesInput = "Hi",
+    retain_raw: bool = False,
+    call: Mapping[str, Any] | None = None,
+    **fields: Any,
+) -> Replay:
+    """Serve `item` to `provider`'s adapter in one attempt (no retries: one recorded
+    exchange, one request) and collect what the client produced.
+
+    Args:
+        item: The recording.
+        provider: The provider id (also the instance id the route names).
+        model: The model the route names; by default the one the recorded body names.
+        endpoint: The path the recording's URL ends with; the rest is the `base_url`.
+        chunk_size: Serve the body in chunks of this many bytes.
+        messages: The conversation sent.
+        retain_raw: Keep the raw payload on the result.
+        call: Further `generate` / `stream` keywords.
+        **fields: `ProviderSettings` fields besides the transport.
+    """
+    from helpers import NO_RETRY
+
+    if endpoint is not None:
+        fields["base_url"] = endpoint_root(item, endpoint)
+    transport = replay_transport([item], chunk_size=chunk_size)
+    settings = ai.ProviderSettings(provider, transport=transport, **fields)
+    route = ai.Route(f"{provider}:{model or recorded_model(item)}", retry=NO_RETRY)
+    return run_replay(
+        item, transport, settings, messages, retain_raw=retain_raw, route=route, **(call or {})
+    )
+
+
+def check_one_post(item: Interaction, sent: list[httpx.Request]) -> dict[str, Any]:
+    """The adapter sent one POST to the recorded path, streamed as recorded, for the
+    model the recorded body names (when it names one); its body."""
+    (request,) = sent
+    assert request.method == "POST"
+    assert request.url.path == item.request.path
+    body: dict[str, Any] = json.loads(request.content)
+    assert body.get("stream", False) is item.request.wants_stream
+    recorded = item.request.json or {}
+    if "model" in recorded:
+        assert body.get("model") == recorded["model"]
+    return body
+
+
+class Expects(Protocol):
+    """What a replay oracle's expected values offer `check_generation`."""
+
+    text: str
+
+    @property
+    def finish_reason(self) -> str: ...
+
+    def tool_calls(self) -> list[ai.ToolCall]: ...
+
+    def expected_usage(self) -> ai.Usage: ...
+
+
+def check_generation(run: Replay, exp: Expects, *, reasoning: str | None = None) -> ai.Generation:
+    """The replay succeeded and its result says what the recording says: text, tool
+    calls, finish reason, usage (as the wire carried it: `cost_usd` comes from the
+    pricing table) and, given, the reasoning text. Returns the result."""
+    assert run.error is None, f"unexpected {run.error!r}"
+    result = run.result
+    assert result is not None
+    assert result.text == exp.text
+    if reasoning is not None:
+        assert result.reasoning == reasoning
+    assert list(result.tool_calls) == exp.tool_calls()
+    assert result.finish_reason == exp.finish_reason
+    assert dataclasses.replace(result.usage, cost_usd=None) == exp.expected_usage()
+    return result
+
+
+def usage_seen(events: list[Any]) -> ai.Usage:
+    """Every `UsageUpdate` of a replay, merged: what an observer of the stream saw."""
+    merged = ai.Usage()
+    for e in events:
+        if isinstance(e, ai.UsageUpdate):
+            merged = merged.merge(e.usage)
+    return merged.normalized()
+
+
+def check_attempt_failed(
+    error: BaseException | None, expected: ExpectedError, provider: str, *, prefix: int = 80
+) -> ai.ErrorInfo:
+    """The request failed in its one attempt with the expected typed error; its record.
+
+    The recorded message's first `prefix` characters must be in the error's detail.
+    """
+    assert isinstance(error, ai.AllTargetsFailedError), repr(error)
+    (attempt,) = error.attempts
+    assert attempt.outcome == "failed"
+    assert attempt.target.provider == provider
+    info = attempt.error
+    assert info is not None
+    assert info.type_name == expected.type.__name__, info
+    assert info.http_status == expected.http_status
+    assert info.provider == provider
+    if expected.message:
+        assert expected.message[:prefix] in info.detail
+    return info
+
+
+RESULT_FIELDS = ("text", "reasoning", "tool_calls", "finish_reason", "usage", "warnings")
+"""The `Generation` fields a replay read in small chunks must share with the whole read."""
+
+
+def check_same_result(whole: Replay, split: Replay, *also: str) -> None:
+    """A replay whose body arrived in small chunks ended as the whole-body one did."""
+    assert type(split.error) is type(whole.error)
+    if whole.result is None:
+        assert split.result is None
+        return
+    assert split.result is not None
+    for name in (*RESULT_FIELDS, *also):
+        assert getattr(split.result, name) == getattr(whole.result, name), name
+
+
 # --- shapes --------------------------------------------------------------------------
 
 
@@ -688,21 +862,32 @@ def typed_key_paths(value: Any, prefix: str = "", *, opaque: Iterable[str] = ())
     return out
 
 
-def recording_params(items: Sequence[Interaction], empty: str) -> list[Any]:
+def recording_params(
+    items: Sequence[Interaction], empty: str, known_bugs: Mapping[str, str] | None = None
+) -> list[Any]:
     """`pytest.param`s, one per recording, or one skipped param saying why there are none.
 
     Args:
         items: The recordings.
         empty: The skip reason when the recordings folder holds none of this kind.
+        known_bugs: Recording id -> why the adapter reads it wrongly; those params are
+            strict `xfail`s (the test keeps asserting the right behaviour, and an
+            unexpected pass fails).
     """
-    import pytest
-
     wire_dir, why = find_wire_dir()
     if wire_dir is None:
         return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=why))]
     if not items:
         return [pytest.param(None, id="none", marks=pytest.mark.skip(reason=empty))]
-    return [pytest.param(item, id=item.id) for item in items]
+    bugs = known_bugs or {}
+    return [
+        pytest.param(
+            item,
+            id=item.id,
+            marks=[pytest.mark.xfail(strict=True, reason=bugs[item.id])] if item.id in bugs else [],
+        )
+        for item in items
+    ]
 
 
 class ServedScript:

@@ -17,6 +17,7 @@ import httpx
 import pytest
 from helpers import Caller, settings_for
 from helpers import sse as _sse
+from wire import usage_seen
 
 import anyinfer as ai
 from anyinfer._providers.openai_responses import OpenAIResponsesAdapter
@@ -161,14 +162,6 @@ def adapter_parts(transport: httpx.AsyncBaseTransport, request: GenerationReques
             await adapter.aclose()
 
     return asyncio.run(go())
-
-
-def usage_seen(events: list[Any]) -> ai.Usage:
-    merged = ai.Usage()
-    for ev in events:
-        if isinstance(ev, ai.UsageUpdate):
-            merged = merged.merge(ev.usage)
-    return merged.normalized()
 
 
 # --- the request -----------------------------------------------------------------------------

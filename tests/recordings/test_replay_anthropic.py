@@ -26,14 +26,18 @@ from typing import Any
 import httpx
 import pytest
 from wire import (
+    ExpectedCall,
     Interaction,
     Replay,
     check_events_match_result,
+    check_generation,
+    check_one_post,
     check_ordering,
+    check_same_result,
     find_wire_dir,
     interactions,
-    replay_transport,
-    run_replay,
+    recording_params,
+    replay_with,
     sse_frames,
 )
 
@@ -60,12 +64,7 @@ STREAMED = [i for i in MESSAGES if i.request.wants_stream and i.response.status 
 
 
 def _params(items: list[Interaction]) -> list[Any]:
-    if _WIRE_DIR is None:
-        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=_WIRE_WHY))]
-    if not items:
-        reason = f"no Anthropic Messages recordings under {_WIRE_DIR}"
-        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=reason))]
-    return [pytest.param(item, id=item.id) for item in items]
+    return recording_params(items, f"no Anthropic Messages recordings under {_WIRE_DIR}")
 
 
 def _one(name: str, index: int) -> Interaction:
@@ -100,13 +99,6 @@ _NO_COUNTERPART = {"pause_turn"}
 
 
 @dataclass
-class ExpectedCall:
-    id: str | None = None
-    name: str | None = None
-    arguments: str = ""
-
-
-@dataclass
 class Expected:
     """What one recorded response says, independent of the adapter."""
 
@@ -132,15 +124,7 @@ class Expected:
         return _DOCUMENTED_STOP[self.stop_reason]
 
     def tool_calls(self) -> list[ai.ToolCall]:
-        out = []
-        for n, call in enumerate(self.calls):
-            text = call.arguments.strip()
-            out.append(
-                ai.ToolCall(
-                    call.id or f"call_{n}", call.name or "", json.loads(text) if text else {}
-                )
-            )
-        return out
+        return [call.tool_call(n) for n, call in enumerate(self.calls)]
 
     def expected_usage(self) -> ai.Usage:
         return ai.Usage(**self.usage).normalized()  # type: ignore[arg-type]
@@ -317,11 +301,6 @@ def call_for(recorded: dict[str, Any]) -> Call:
 # --- replaying -------------------------------------------------------------------------------
 
 
-def _base_url(item: Interaction) -> str:
-    url = item.request.url
-    return str(url.copy_with(path=url.path[: -len("/messages")], query=None))
-
-
 def replay(
     item: Interaction,
     *,
@@ -331,20 +310,20 @@ def replay(
     """Serve `item` to the Anthropic adapter, called the way the recording was made."""
     recorded = item.request.json or {}
     call = call_for(recorded)
-    transport = replay_transport([item], chunk_size=chunk_size)
-    settings = ai.ProviderSettings(
-        "anthropic", api_key="sk-ant-replay", base_url=_base_url(item), transport=transport
-    )
-    route = ai.Route(f"anthropic:{recorded['model']}", retry=ai.RetryPolicy(max_retries=0))
-    kwargs: dict[str, Any] = {
-        "route": route,
-        "sampling": call.sampling,
-        "tools": call.tools,
-        "reasoning": call.reasoning,
-        "provider_options": {"anthropic": call.provider_options},
-    }
-    return run_replay(
-        item, transport, settings, messages or call.messages, retain_raw=True, **kwargs
+    return replay_with(
+        item,
+        "anthropic",
+        endpoint="/messages",
+        chunk_size=chunk_size,
+        messages=messages or call.messages,
+        retain_raw=True,
+        call={
+            "sampling": call.sampling,
+            "tools": call.tools,
+            "reasoning": call.reasoning,
+            "provider_options": {"anthropic": call.provider_options},
+        },
+        api_key="sk-ant-replay",
     )
 
 
@@ -361,15 +340,10 @@ def _flatten(value: Any) -> Any:
 
 def check_request(item: Interaction, sent: list[httpx.Request]) -> None:
     """One POST to the recorded path whose body maps the call as the recording did."""
-    assert len(sent) == 1
-    request = sent[0]
-    assert request.method == "POST"
-    assert request.url.path == item.request.path
-    assert request.headers["x-api-key"] == "sk-ant-replay"
-    assert request.headers["anthropic-version"] == "2023-06-01"
-    body = json.loads(request.content)
+    body = check_one_post(item, sent)
+    assert sent[0].headers["x-api-key"] == "sk-ant-replay"
+    assert sent[0].headers["anthropic-version"] == "2023-06-01"
     recorded = item.request.json or {}
-    assert body.get("stream", False) is item.request.wants_stream
     for key in ("model", "max_tokens", "system", "temperature", "top_p", "stop_sequences"):
         assert body.get(key) == recorded.get(key), key
     assert _flatten(body["messages"]) == _flatten(recorded["messages"])
@@ -412,14 +386,7 @@ def test_replay_matches_recording(item: Interaction) -> None:
         assert info.provider == "anthropic"
         assert exp.error_message[:60] in info.detail
         return
-    assert run.error is None, repr(run.error)
-    result = run.result
-    assert result is not None
-    assert result.text == exp.text
-    assert result.reasoning == exp.reasoning
-    assert list(result.tool_calls) == exp.tool_calls()
-    assert result.finish_reason == exp.finish_reason
-    assert dataclasses.replace(result.usage, cost_usd=None) == exp.expected_usage()
+    result = check_generation(run, exp, reasoning=exp.reasoning)
     assert not result.warnings
     assert [a.outcome for a in result.attempts] == ["ok"]
     if item.request.wants_stream:
@@ -434,10 +401,8 @@ def test_replay_matches_recording(item: Interaction) -> None:
 def test_replay_split_reads_match_whole_body(item: Interaction) -> None:
     """Framing must not depend on where the network splits the bytes."""
     whole = replay(item)
-    split = replay(item, chunk_size=7)
-    assert whole.result is not None and split.result is not None
-    for name in ("text", "reasoning", "tool_calls", "finish_reason", "usage", "warnings", "raw"):
-        assert getattr(split.result, name) == getattr(whole.result, name), name
+    assert whole.result is not None
+    check_same_result(whole, replay(item, chunk_size=7), "raw")
 
 
 def _with_distinct_cache_counts(item: Interaction) -> Interaction:

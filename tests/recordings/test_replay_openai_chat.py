@@ -22,20 +22,28 @@ from typing import Any
 import httpx
 import pytest
 from wire import (
+    ExpectedCall,
+    ExpectedError,
     Interaction,
     Replay,
     SSEFrame,
+    check_attempt_failed,
     check_events_match_result,
+    check_generation,
+    check_one_post,
     check_ordering,
+    check_same_result,
     find_wire_dir,
     interactions,
     list_cassettes,
     load_cassette,
+    recording_params,
     replay_transport,
+    replay_with,
     require_wire_dir,
-    run_replay,
     sse_frames,
     sse_json,
+    usage_seen,
 )
 
 import anyinfer as ai
@@ -52,18 +60,9 @@ KNOWN_BUGS: dict[str, str] = {}
 
 
 def _params(items: list[Interaction], known_bugs: dict[str, str] | None = None) -> list[Any]:
-    if _WIRE_DIR is None:
-        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=_WIRE_WHY))]
-    if not items:
-        reason = f"no OpenAI Chat Completions recordings under {_WIRE_DIR}"
-        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=reason))]
-    params = []
-    for item in items:
-        marks = []
-        if known_bugs and item.id in known_bugs:
-            marks.append(pytest.mark.xfail(strict=True, reason=known_bugs[item.id]))
-        params.append(pytest.param(item, id=item.id, marks=marks))
-    return params
+    return recording_params(
+        items, f"no OpenAI Chat Completions recordings under {_WIRE_DIR}", known_bugs
+    )
 
 
 # --- expected values, straight from the recorded body --------------------------------------
@@ -85,24 +84,6 @@ _DOCUMENTED_FINISH = {
     "tool_calls": "tool_calls",
     "function_call": "tool_calls",
 }
-
-
-@dataclass
-class ExpectedCall:
-    """One tool call as the recording states it."""
-
-    id: str | None = None
-    name: str | None = None
-    arguments: str = ""
-
-
-@dataclass
-class ExpectedError:
-    """The typed error a recording calls for."""
-
-    type: type[ai.AnyInferError]
-    http_status: int | None
-    message: str
 
 
 @dataclass
@@ -132,13 +113,7 @@ class Expected:
         return _DOCUMENTED_FINISH[self.raw_finish]
 
     def tool_calls(self) -> list[ai.ToolCall]:
-        out = []
-        for index in sorted(self.calls):
-            call = self.calls[index]
-            text = call.arguments.strip()
-            arguments = json.loads(text) if text else {}
-            out.append(ai.ToolCall(call.id or f"call_{index}", call.name or "", arguments))
-        return out
+        return [self.calls[index].tool_call(index) for index in sorted(self.calls)]
 
     def expected_usage(self) -> ai.Usage:
         return _usage(self.usage, self.host) if self.usage else ai.Usage()
@@ -292,22 +267,11 @@ def expected_from(item: Interaction) -> Expected:
 # --- replaying -------------------------------------------------------------------------------
 
 
-def _base_url(item: Interaction) -> str:
-    url = item.request.url
-    path = url.path[: -len("/chat/completions")]
-    return str(url.copy_with(path=path or "/", query=None)).rstrip("/")
-
-
 def replay(item: Interaction, *, chunk_size: int | None = None) -> Replay:
     """Serve `item` to the OpenAI adapter the way it was originally requested."""
-    transport = replay_transport([item], chunk_size=chunk_size)
-    model = (item.request.json or {}).get("model") or "recorded-model"
-    settings = ai.ProviderSettings(
-        "openai", api_key="sk-replay", base_url=_base_url(item), transport=transport
+    return replay_with(
+        item, "openai", endpoint="/chat/completions", chunk_size=chunk_size, api_key="sk-replay"
     )
-    # One recorded exchange, one request: no retries, the adapter alone is under test.
-    route = ai.Route(f"openai:{model}", retry=ai.RetryPolicy(max_retries=0))
-    return run_replay(item, transport, settings, route=route)
 
 
 # --- checks ----------------------------------------------------------------------------------
@@ -315,25 +279,10 @@ def replay(item: Interaction, *, chunk_size: int | None = None) -> Replay:
 
 def check_request(item: Interaction, sent: list[httpx.Request]) -> None:
     """The adapter sent the recorded request's shape: one POST to the same path."""
-    assert len(sent) == 1
-    request = sent[0]
-    assert request.method == "POST"
-    assert request.url.path == item.request.path
-    assert request.url.path.endswith("/chat/completions")
-    body = json.loads(request.content)
-    recorded = item.request.json or {}
-    assert body.get("stream", False) is item.request.wants_stream
-    assert body["model"] == recorded.get("model", body["model"])
+    body = check_one_post(item, sent)
+    assert item.request.path.endswith("/chat/completions")
     if item.request.wants_stream:
         assert body.get("stream_options") == {"include_usage": True}
-
-
-def _usage_seen(events: list[Any]) -> ai.Usage:
-    merged = ai.Usage()
-    for e in events:
-        if isinstance(e, ai.UsageUpdate):
-            merged = merged.merge(e.usage)
-    return merged.normalized()
 
 
 # --- the tests -------------------------------------------------------------------------------
@@ -352,14 +301,7 @@ def test_replay_matches_recording(item: Interaction) -> None:
             check_ordering(run.events, ended=False)
         return
 
-    assert run.error is None, f"unexpected {run.error!r}"
-    result = run.result
-    assert result is not None
-    assert result.text == exp.text
-    assert result.reasoning == exp.reasoning
-    assert list(result.tool_calls) == exp.tool_calls()
-    assert result.finish_reason == exp.finish_reason
-    assert dataclasses.replace(result.usage, cost_usd=None) == exp.expected_usage()
+    result = check_generation(run, exp, reasoning=exp.reasoning)
     assert result.target == ai.ResolvedTarget("openai", result.target.model, "openai")
     assert [a.outcome for a in result.attempts] == ["ok"]
     if not exp.sentinel:  # finish reason but no [DONE]: success, flagged
@@ -383,24 +325,13 @@ def _check_failure(item: Interaction, exp: Expected, run: Replay) -> None:
         assert error.phase == "stream"
         assert error.provider == "openai"
         # Failure-path flushing: usage the wire carried is observable before the raise.
-        assert _usage_seen(run.events) == exp.expected_usage()
+        assert usage_seen(run.events) == exp.expected_usage()
         # What was shown matches the recording up to the failure.
         shown = "".join(e.text for e in run.events if isinstance(e, ai.TextDelta))
         thought = "".join(e.text for e in run.events if isinstance(e, ai.ReasoningDelta))
         assert (shown, thought) == (exp.text, exp.reasoning)
         return
-    assert isinstance(error, ai.AllTargetsFailedError), repr(error)
-    assert len(error.attempts) == 1
-    attempt = error.attempts[0]
-    assert attempt.outcome == "failed"
-    assert attempt.target.provider == "openai"
-    info = attempt.error
-    assert info is not None
-    assert info.type_name == exp.error.type.__name__, info
-    assert info.http_status == exp.error.http_status
-    assert info.provider == "openai"
-    if exp.error.message:
-        assert exp.error.message[:80] in info.detail
+    info = check_attempt_failed(error, exp.error, "openai")
     if exp.error.type is ai.RateLimitError:
         assert info.retryable is True
     if item.request.wants_stream:
@@ -412,15 +343,8 @@ def test_replay_split_reads_match_whole_body(item: Interaction) -> None:
     """Framing must not depend on where the network splits the bytes."""
     whole = replay(item)
     split = replay(item, chunk_size=7)
-    if whole.error is not None:
-        assert split.error is not None
-        assert type(split.error) is type(whole.error)
-        assert split.error.message == whole.error.message  # type: ignore[attr-defined]
-        return
-    assert whole.result is not None
-    assert split.result is not None
-    for name in ("text", "reasoning", "tool_calls", "finish_reason", "usage", "warnings"):
-        assert getattr(split.result, name) == getattr(whole.result, name), name
+    check_same_result(whole, split)
+    assert getattr(split.error, "message", None) == getattr(whole.error, "message", None)
 
 
 def test_the_recordings_cover_the_expected_ground() -> None:
@@ -472,7 +396,7 @@ def test_replay_without_done_follows_trailing_usage_rule(item: Interaction) -> N
             assert isinstance(error, ai.AllTargetsFailedError), repr(error)
             assert error.attempts[0].error is not None
             assert error.attempts[0].error.type_name == "StreamError"
-        assert _usage_seen(run.events) == exp.expected_usage()
+        assert usage_seen(run.events) == exp.expected_usage()
         check_ordering(run.events, ended=False)
         return
     assert run.error is None, repr(run.error)

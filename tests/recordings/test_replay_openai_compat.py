@@ -11,9 +11,6 @@ Azure route and `api-version`).
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
-
 import httpx
 import pytest
 from test_replay_openai_chat import (
@@ -22,16 +19,19 @@ from test_replay_openai_chat import (
     CHAT,
     Expected,
     _params,
-    _usage_seen,
     expected_from,
 )
 from wire import (
     Interaction,
     Replay,
+    check_attempt_failed,
     check_events_match_result,
+    check_generation,
+    check_one_post,
     check_ordering,
-    replay_transport,
-    run_replay,
+    check_same_result,
+    replay_with,
+    usage_seen,
 )
 
 import anyinfer as ai
@@ -59,47 +59,32 @@ def engine_of(item: Interaction) -> str:
     return ENGINES.get(item.request.url.host or "", "openai-compat")
 
 
-def _compat_settings(item: Interaction, transport: httpx.AsyncBaseTransport) -> ai.ProviderSettings:
+def replay(item: Interaction, *, chunk_size: int | None = None) -> Replay:
     url = item.request.url
-    base = str(url.copy_with(path=url.path[: -len("/chat/completions")] or "/", query=None))
-    return ai.ProviderSettings(
+    if _is_azure(item):
+        deployment = item.request.path.split("/deployments/")[1].split("/")[0]
+        return replay_with(
+            item,
+            "azure-foundry",
+            model=deployment,
+            chunk_size=chunk_size,
+            base_url=f"{url.scheme}://{url.host}",
+            api_key="azure-replay-key",
+            api_version=url.params.get("api-version"),
+        )
+    return replay_with(
+        item,
         "openai-compat",
-        base_url=base.rstrip("/"),
+        endpoint="/chat/completions",
+        chunk_size=chunk_size,
         api_key="sk-replay",
         options={"engine": engine_of(item)},
-        transport=transport,
     )
-
-
-def _azure_settings(item: Interaction, transport: httpx.AsyncBaseTransport) -> ai.ProviderSettings:
-    url = item.request.url
-    return ai.ProviderSettings(
-        "azure-foundry",
-        base_url=f"{url.scheme}://{url.host}",
-        api_key="azure-replay-key",
-        api_version=url.params.get("api-version"),
-        transport=transport,
-    )
-
-
-def replay(item: Interaction, *, chunk_size: int | None = None) -> Replay:
-    transport = replay_transport([item], chunk_size=chunk_size)
-    if _is_azure(item):
-        s = _azure_settings(item, transport)
-        model = item.request.path.split("/deployments/")[1].split("/")[0]
-    else:
-        s = _compat_settings(item, transport)
-        model = (item.request.json or {}).get("model") or "recorded-model"
-    route = ai.Route(f"{s.provider_id}:{model}", retry=ai.RetryPolicy(max_retries=0))
-    return run_replay(item, transport, s, route=route)
 
 
 def check_request(item: Interaction, sent: list[httpx.Request]) -> None:
+    body = check_one_post(item, sent)
     (request,) = sent
-    assert request.method == "POST"
-    assert request.url.path == item.request.path
-    body = json.loads(request.content)
-    assert body.get("stream", False) is item.request.wants_stream
     if not item.request.wants_stream:
         assert "stream_options" not in body
     else:
@@ -120,19 +105,10 @@ def check_request(item: Interaction, sent: list[httpx.Request]) -> None:
         assert "authorization" not in request.headers
     else:
         assert request.headers["authorization"] == "Bearer sk-replay"
-        assert body["model"] == (item.request.json or {}).get("model", body["model"])
 
 
 def check_success(item: Interaction, exp: Expected, run: Replay) -> None:
-    assert run.error is None, f"unexpected {run.error!r}"
-    result = run.result
-    assert result is not None
-    assert result.text == exp.text
-    assert result.reasoning == exp.reasoning
-    assert list(result.tool_calls) == exp.tool_calls()
-    assert result.finish_reason == exp.finish_reason
-    # cost_usd comes from the pricing table, not the wire: compare what the wire said.
-    assert replace(result.usage, cost_usd=None) == exp.expected_usage()
+    result = check_generation(run, exp, reasoning=exp.reasoning)
     assert [a.outcome for a in result.attempts] == ["ok"]
     if item.request.wants_stream:
         check_ordering(run.events, ended=True)
@@ -145,16 +121,10 @@ def check_failure(item: Interaction, exp: Expected, run: Replay) -> None:
     assert run.result is None
     if exp.has_content and item.request.wants_stream:
         assert type(error) is exp.error.type, repr(error)
-        assert _usage_seen(run.events) == exp.expected_usage()
+        assert usage_seen(run.events) == exp.expected_usage()
         check_ordering(run.events, ended=False)
         return
-    assert isinstance(error, ai.AllTargetsFailedError), repr(error)
-    (attempt,) = error.attempts
-    assert attempt.error is not None
-    assert attempt.error.type_name == exp.error.type.__name__, attempt.error
-    assert attempt.error.http_status == exp.error.http_status
-    if exp.error.message:
-        assert exp.error.message[:80] in attempt.error.detail
+    check_attempt_failed(error, exp.error, "azure-foundry" if _is_azure(item) else "openai-compat")
 
 
 @pytest.mark.parametrize("item", _params(COMPAT))
@@ -170,12 +140,7 @@ def test_compat_replay_matches_recording(item: Interaction) -> None:
 
 @pytest.mark.parametrize("item", _params([i for i in COMPAT if i.request.wants_stream]))
 def test_compat_replay_split_reads_match(item: Interaction) -> None:
-    whole, split = replay(item), replay(item, chunk_size=5)
-    assert type(split.error) is type(whole.error)
-    if whole.result is not None:
-        assert split.result is not None
-        for name in ("text", "reasoning", "tool_calls", "finish_reason", "usage", "warnings"):
-            assert getattr(split.result, name) == getattr(whole.result, name), name
+    check_same_result(replay(item), replay(item, chunk_size=5))
 
 
 def test_compat_tool_call_events_announce_id_and_name_once() -> None:

@@ -14,7 +14,6 @@ event-stream grammar); non-streamed ones through `AsyncClient.generate`.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,15 +21,22 @@ from typing import Any
 import httpx
 import pytest
 from wire import (
+    ExpectedCall,
+    ExpectedError,
     Interaction,
     Replay,
+    check_attempt_failed,
     check_events_match_result,
+    check_generation,
+    check_one_post,
     check_ordering,
+    check_same_result,
     find_wire_dir,
     interactions,
-    replay_transport,
-    run_replay,
+    recording_params,
+    replay_with,
     sse_json,
+    usage_seen,
 )
 
 import anyinfer as ai
@@ -53,29 +59,10 @@ _DOCUMENTED_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "cont
 
 
 def _params(items: list[Interaction]) -> list[Any]:
-    if _WIRE_DIR is None:
-        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=_WIRE_WHY))]
-    if not items:
-        reason = f"no OpenAI Responses recordings under {_WIRE_DIR}"
-        return [pytest.param(None, id="no-recordings", marks=pytest.mark.skip(reason=reason))]
-    return [pytest.param(item, id=item.id) for item in items]
+    return recording_params(items, f"no OpenAI Responses recordings under {_WIRE_DIR}")
 
 
 # --- expected values, straight from the recorded body --------------------------------------
-
-
-@dataclass
-class ExpectedCall:
-    id: str | None = None
-    name: str | None = None
-    arguments: str = ""
-
-
-@dataclass
-class ExpectedError:
-    type: type[ai.AnyInferError]
-    http_status: int | None
-    message: str
 
 
 @dataclass
@@ -118,12 +105,7 @@ class Expected:
         return "other"
 
     def tool_calls(self) -> list[ai.ToolCall]:
-        out = []
-        for index, call in enumerate(self.calls):
-            text = call.arguments.strip()
-            arguments = json.loads(text) if text else {}
-            out.append(ai.ToolCall(call.id or f"call_{index}", call.name or "", arguments))
-        return out
+        return [call.tool_call(index) for index, call in enumerate(self.calls)]
 
     def expected_usage(self) -> ai.Usage:
         """The Response's `usage`, read from the Responses API reference: `input_tokens`
@@ -281,43 +263,16 @@ def expected_from(item: Interaction) -> Expected:
 # --- replaying -------------------------------------------------------------------------------
 
 
-def _base_url(item: Interaction) -> str:
-    url = item.request.url
-    path = url.path[: -len("/responses")]
-    return str(url.copy_with(path=path or "/", query=None)).rstrip("/")
-
-
 def replay(item: Interaction, *, chunk_size: int | None = None) -> Replay:
     """Serve `item` to the adapter the way it was originally requested."""
-    transport = replay_transport([item], chunk_size=chunk_size)
-    model = (item.request.json or {}).get("model") or "recorded-model"
-    settings = ai.ProviderSettings(
-        PID, api_key="sk-replay", base_url=_base_url(item), transport=transport
-    )
-    route = ai.Route(f"{PID}:{model}", retry=ai.RetryPolicy(max_retries=0))
-    return run_replay(item, transport, settings, route=route)
+    return replay_with(item, PID, endpoint="/responses", chunk_size=chunk_size, api_key="sk-replay")
 
 
 def check_request(item: Interaction, sent: list[httpx.Request]) -> None:
     """One POST to the recorded path, streamed as recorded, for the recorded model."""
-    assert len(sent) == 1
-    request = sent[0]
-    assert request.method == "POST"
-    assert request.url.path == item.request.path
-    body = json.loads(request.content)
-    recorded = item.request.json or {}
-    assert body.get("stream", False) is item.request.wants_stream
-    assert body["model"] == recorded.get("model", body["model"])
+    body = check_one_post(item, sent)
     assert body["store"] is False
     assert body["input"] == [{"role": "user", "content": "Hi"}]
-
-
-def _usage_seen(events: list[Any]) -> ai.Usage:
-    merged = ai.Usage()
-    for e in events:
-        if isinstance(e, ai.UsageUpdate):
-            merged = merged.merge(e.usage)
-    return merged.normalized()
 
 
 # --- the tests -------------------------------------------------------------------------------
@@ -332,14 +287,8 @@ def test_replay_matches_recording(item: Interaction) -> None:
         assert run.result is None, f"expected {exp.error.type.__name__}, got a result"
         _check_failure(item, exp, run)
         return
-    assert run.error is None, f"unexpected {run.error!r}"
-    result = run.result
-    assert result is not None
-    assert result.text == exp.text
+    result = check_generation(run, exp)
     check_reasoning(result.reasoning, exp.reasoning_texts)
-    assert list(result.tool_calls) == exp.tool_calls()
-    assert result.finish_reason == exp.finish_reason
-    assert dataclasses.replace(result.usage, cost_usd=None) == exp.expected_usage()
     assert result.target == ai.ResolvedTarget(PID, result.target.model, PID)
     assert result.warnings == ()  # the terminal event is the sentinel: nothing is missing
     if item.request.wants_stream:
@@ -355,20 +304,12 @@ def _check_failure(item: Interaction, exp: Expected, run: Replay) -> None:
         assert type(error) is exp.error.type, repr(error)
         assert isinstance(error, ai.ProviderError)
         assert error.phase == "stream" and error.provider == PID
-        assert _usage_seen(run.events) == exp.expected_usage()
+        assert usage_seen(run.events) == exp.expected_usage()
         shown = "".join(e.text for e in run.events if isinstance(e, ai.TextDelta))
         assert shown == exp.text
         check_ordering(run.events, ended=False)
         return
-    assert isinstance(error, ai.AllTargetsFailedError), repr(error)
-    (attempt,) = error.attempts
-    info = attempt.error
-    assert info is not None
-    assert info.type_name == exp.error.type.__name__, info
-    assert info.http_status == exp.error.http_status
-    assert info.provider == PID
-    if exp.error.message:
-        assert exp.error.message[:80] in info.detail
+    check_attempt_failed(error, exp.error, PID)
     if item.request.wants_stream:
         assert [type(e) for e in run.events] == [ai.TimingMark, ai.AttemptFailed]
 
@@ -377,11 +318,8 @@ def _check_failure(item: Interaction, exp: Expected, run: Replay) -> None:
 def test_replay_split_reads_match_whole_body(item: Interaction) -> None:
     """Framing must not depend on where the network splits the bytes."""
     whole = replay(item)
-    split = replay(item, chunk_size=7)
-    assert (whole.error is None) == (split.error is None)
-    assert whole.result is not None and split.result is not None
-    for name in ("text", "reasoning", "tool_calls", "finish_reason", "usage", "warnings"):
-        assert getattr(split.result, name) == getattr(whole.result, name), name
+    assert whole.result is not None
+    check_same_result(whole, replay(item, chunk_size=7))
 
 
 def _cut_before_terminal(item: Interaction) -> Interaction:
