@@ -862,6 +862,58 @@ def typed_key_paths(value: Any, prefix: str = "", *, opaque: Iterable[str] = ())
     return out
 
 
+@dataclass
+class Shapes:
+    """Typed key paths per kind of message (an event type, a chunk kind): every path
+    seen, with the JSON types found there, and the paths every message of the kind has.
+
+    The wire-shape tests build one from the recordings and one from a fake server's
+    rendering, and `differences` says where the rendering strays from the recordings.
+    """
+
+    seen: dict[str, dict[str, set[str]]]
+    always: dict[str, set[str]]
+
+    @classmethod
+    def of(cls, messages: Iterable[tuple[str, Any]], *, opaque: Iterable[str] = ()) -> Shapes:
+        """The shapes of `(kind, message)` pairs (`opaque`: as for `typed_key_paths`)."""
+        stop = tuple(opaque)
+        seen: dict[str, dict[str, set[str]]] = {}
+        always: dict[str, set[str]] = {}
+        for kind, message in messages:
+            paths = typed_key_paths(message, opaque=stop)
+            by_path = seen.setdefault(kind, {})
+            for path, json_kind in paths.items():
+                by_path.setdefault(path, set()).add(json_kind)
+            always[kind] = set(paths) if kind not in always else always[kind] & set(paths)
+        return cls(seen, always)
+
+    def differences(
+        self, real: Shapes, what: str, *, noun: str, documented: Iterable[str] = ()
+    ) -> list[str]:
+        """Where these (rendered) shapes differ from `real` (the recordings'): a kind or
+        a path no recording has (unless `documented`), a JSON type no recording has
+        there, or a path every recording of the kind has and these lack."""
+        allowed = frozenset(documented)
+        problems: list[str] = []
+        for kind, paths in self.seen.items():
+            if kind not in real.seen:
+                problems.append(f"{what}: no recording has a {kind!r} {noun}")
+                continue
+            for path, types in paths.items():
+                real_types = real.seen[kind].get(path)
+                if real_types is None:
+                    if path not in allowed:
+                        problems.append(f"{what}: a {kind} {noun} has {path}, no recording has")
+                elif not types <= real_types:
+                    found = f"{sorted(types)}; recordings: {sorted(real_types)}"
+                    problems.append(f"{what}: {kind}.{path} is {found}")
+            missing = real.always[kind] - set(paths)
+            if missing:
+                problems.append(f"{what}: a {kind} {noun} lacks {sorted(missing)}, which all have")
+        return problems
+
+
 def recording_params(
     items: Sequence[Interaction], empty: str, known_bugs: Mapping[str, str] | None = None
 ) -> list[Any]:

@@ -28,15 +28,14 @@ saying where it looked.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import pytest
 from wire import (
     Interaction,
+    Shapes,
     find_wire_dir,
     interactions,
     recording_params,
@@ -120,52 +119,20 @@ def kind(chunk: Mapping[str, Any]) -> str:
     return "thought" if parts[0].get("thought") else "text"
 
 
-@dataclass
-class Shapes:
-    """Key paths per chunk kind: all seen (with their types) and those always present."""
-
-    seen: dict[str, dict[str, set[str]]]
-    always: dict[str, set[str]]
-
-    @classmethod
-    def of(cls, chunks: Iterable[tuple[str, Mapping[str, Any]]]) -> Shapes:
-        """The shapes of `(kind, chunk)` pairs. A chunk's `usageMetadata` is the same
-        object whatever the chunk carries, so it is compared as a kind of its own."""
-        seen: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-        always: dict[str, set[str]] = {}
-        split: list[tuple[str, Mapping[str, Any]]] = []
-        for name, chunk in chunks:
-            rest = {k: v for k, v in chunk.items() if k != "usageMetadata"}
-            split.append((name, rest))
-            if "usageMetadata" in chunk:
-                split.append(("usageMetadata", {"usageMetadata": chunk["usageMetadata"]}))
-        for name, chunk in split:
-            paths = key_paths(chunk)
-            for path, json_type in paths.items():
-                seen[name][path].add(json_type)
-            always[name] = set(paths) if name not in always else always[name] & set(paths)
-        return cls(seen, always)
+def _shapes(chunks: Iterable[tuple[str, Mapping[str, Any]]]) -> Shapes:
+    """The shapes of `(kind, chunk)` pairs. A chunk's `usageMetadata` is the same object
+    whatever the chunk carries, so it is compared as a kind of its own; `args`, the
+    model's own arguments, is not the protocol's shape."""
+    split: list[tuple[str, Mapping[str, Any]]] = []
+    for name, chunk in chunks:
+        split.append((name, {k: v for k, v in chunk.items() if k != "usageMetadata"}))
+        if "usageMetadata" in chunk:
+            split.append(("usageMetadata", {"usageMetadata": chunk["usageMetadata"]}))
+    return Shapes.of(split, opaque=("args",))
 
 
 def _compare(rendered: Shapes, real: Shapes, what: str) -> list[str]:
-    problems: list[str] = []
-    for name, paths in rendered.seen.items():
-        if name not in real.seen:
-            problems.append(f"{what}: no recording has a {name!r} chunk")
-            continue
-        for path, types in paths.items():
-            real_types = real.seen[name].get(path)
-            if real_types is None:
-                if path not in DOCUMENTED:
-                    problems.append(f"{what}: a {name} chunk has {path}, which no recording has")
-            elif not types <= real_types:
-                problems.append(
-                    f"{what}: {name}.{path} is {sorted(types)}; recordings: {sorted(real_types)}"
-                )
-        missing = real.always[name] - set(paths)
-        if missing:
-            problems.append(f"{what}: a {name} chunk lacks {sorted(missing)}, which all have")
-    return problems
+    return rendered.differences(real, what, noun="chunk", documented=DOCUMENTED)
 
 
 # --- bodies as chunks ---------------------------------------------------------------------
@@ -192,12 +159,12 @@ def _recorded(framing: str) -> Shapes:
         chunks = [c for i in SSE_STREAMS for c in sse_chunks(i.response.body)]
     else:
         chunks = [c for i in ARRAY_STREAMS for c in array_chunks(i.response.body)]
-    return Shapes.of((kind(c), c) for c in chunks)
+    return _shapes((kind(c), c) for c in chunks)
 
 
 @cache
 def _recorded_whole() -> Shapes:
-    return Shapes.of(("whole", i.response.json) for i in WHOLE)
+    return _shapes(("whole", i.response.json) for i in WHOLE)
 
 
 # --- a comparable script, read off a recording ------------------------------------------------
@@ -261,7 +228,7 @@ def test_sse_chunks_have_recorded_key_paths(recording: Interaction) -> None:
     rendered = SSE.render(script, stream=True)
     chunks = sse_chunks(rendered.body)
     assert all("usageMetadata" in c for c in chunks), "every recorded chunk carries usage"
-    mine = Shapes.of((kind(c), c) for c in chunks)
+    mine = _shapes((kind(c), c) for c in chunks)
     assert _compare(mine, _recorded("sse"), recording.id) == []
 
 
@@ -291,7 +258,7 @@ def test_array_chunks_have_recorded_key_paths(recording: Interaction) -> None:
     script = comparable_script(array_chunks(recording.response.body), sse=False)
     chunks = array_chunks(ARRAY.render(script, stream=True).body)
     assert all("usageMetadata" in c for c in chunks)
-    mine = Shapes.of((kind(c), c) for c in chunks)
+    mine = _shapes((kind(c), c) for c in chunks)
     assert _compare(mine, _recorded("array"), recording.id) == []
 
 
@@ -358,7 +325,7 @@ def test_whole_responses_have_recorded_key_paths(recording: Interaction) -> None
     script = comparable_script([body], sse=False)
     rendered = SSE.render(script, stream=False)
     assert _sent(rendered)["content-type"] == recording.response.headers["content-type"]
-    mine = Shapes.of([("whole", json.loads(rendered.body))])
+    mine = _shapes([("whole", json.loads(rendered.body))])
     assert _compare(mine, _recorded_whole(), recording.id) == []
 
 
