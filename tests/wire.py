@@ -28,6 +28,7 @@ import json
 import os
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -974,3 +975,31 @@ class ServedScript:
         with self._lock:
             self.script = script
         return script
+
+
+def check_every_script(
+    sdk: AbstractContextManager[tuple[ServedScript, Any]],
+    scripts: Any,
+    check: Callable[[Any, Any], None],
+    *,
+    settings: Any = None,
+) -> None:
+    """Run `check(client, script)` on every script Hypothesis draws from `scripts`, each
+    served in turn by the one server of `sdk` to its SDK client.
+
+    Args:
+        sdk: A context manager yielding the `ServedScript` and the SDK client bound to it.
+        scripts: The Hypothesis strategy of scripts.
+        check: The property; it calls the SDK and asserts on what it got.
+        settings: Hypothesis settings for the run (the SDK tests relax the deadline).
+    """
+    from hypothesis import given
+
+    with sdk as (served, client):
+
+        @given(script=scripts)
+        def run(script: Any) -> None:
+            served.serve(script)
+            check(client, script)
+
+        (settings(run) if settings is not None else run)()

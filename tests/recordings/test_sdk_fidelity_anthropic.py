@@ -22,9 +22,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from wire import ServedScript
+from wire import ServedScript, check_every_script
 
 from anyinfer.conformance.checker import expected_tool_calls
 from anyinfer.conformance.strategies import DOCUMENTED_STATUSES, realistic_scripts
@@ -129,57 +129,58 @@ def _check_message(message: Any, script: Script) -> None:
 
 def test_stream_helper_assembles_every_realistic_script() -> None:
     seen: dict[str, Script] = {}
-    with _sdk() as (served, client):
 
-        @RELAXED
-        @given(script=realistic_scripts(DIALECT, fault=st.none(), read_sizes=SPLIT_READS))
-        def check(script: Script) -> None:
-            served.serve(script)
-            deltas: list[str] = []
-            with client.messages.stream(**REQUEST) as stream:
-                for event in stream:
-                    if event.type == "text":
-                        deltas.append(event.text)
-                message = stream.get_final_message()
-            assert "".join(deltas) == script.text
-            _check_message(message, script)
-            # A message id belongs to one script: two scripts never share one.
-            assert seen.setdefault(message.id, replace(script, read_sizes=())) == replace(
-                script, read_sizes=()
-            )
+    def check(client: Any, script: Script) -> None:
+        deltas: list[str] = []
+        with client.messages.stream(**REQUEST) as stream:
+            for event in stream:
+                if event.type == "text":
+                    deltas.append(event.text)
+            message = stream.get_final_message()
+        assert "".join(deltas) == script.text
+        _check_message(message, script)
+        # A message id belongs to one script: two scripts never share one.
+        assert seen.setdefault(message.id, replace(script, read_sizes=())) == replace(
+            script, read_sizes=()
+        )
 
-        check()
+    check_every_script(
+        _sdk(),
+        realistic_scripts(DIALECT, fault=st.none(), read_sizes=SPLIT_READS),
+        check,
+        settings=RELAXED,
+    )
 
 
 def test_raw_stream_events_are_the_real_grammar() -> None:
-    with _sdk() as (served, client):
+    def check(client: Any, script: Script) -> None:
+        events = list(client.messages.create(**REQUEST, stream=True))
+        kinds = [e.type for e in events]
+        # ping events are real, and the SDK drops them before they reach here.
+        assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+        assert kinds.count("message_start") == kinds.count("message_delta") == 1
+        assert kinds.index("message_delta") == len(kinds) - 2
+        usage = script.usage
+        assert usage is not None and usage.output_tokens is not None
+        start = events[0].message.usage
+        assert start.input_tokens == usage.input_tokens
+        assert start.output_tokens is not None
+        assert 0 <= start.output_tokens <= usage.output_tokens  # provisional, then final
+        delta = events[-2]
+        assert delta.usage.output_tokens == usage.output_tokens
+        assert delta.delta.stop_reason == _stop_reason(script)
+        if script.usage_placement == "cumulative":
+            assert delta.usage.input_tokens == usage.input_tokens
+        opened = [e.index for e in events if e.type == "content_block_start"]
+        closed = [e.index for e in events if e.type == "content_block_stop"]
+        assert opened == closed == list(range(len(opened)))
 
-        @RELAXED
-        @given(script=realistic_scripts(DIALECT, fault=st.none(), read_sizes=WHOLE_FRAMES))
-        def check(script: Script) -> None:
-            served.serve(script)
-            events = list(client.messages.create(**REQUEST, stream=True))
-            kinds = [e.type for e in events]
-            # ping events are real, and the SDK drops them before they reach here.
-            assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
-            assert kinds.count("message_start") == kinds.count("message_delta") == 1
-            assert kinds.index("message_delta") == len(kinds) - 2
-            usage = script.usage
-            assert usage is not None and usage.output_tokens is not None
-            start = events[0].message.usage
-            assert start.input_tokens == usage.input_tokens
-            assert start.output_tokens is not None
-            assert 0 <= start.output_tokens <= usage.output_tokens  # provisional, then final
-            delta = events[-2]
-            assert delta.usage.output_tokens == usage.output_tokens
-            assert delta.delta.stop_reason == _stop_reason(script)
-            if script.usage_placement == "cumulative":
-                assert delta.usage.input_tokens == usage.input_tokens
-            opened = [e.index for e in events if e.type == "content_block_start"]
-            closed = [e.index for e in events if e.type == "content_block_stop"]
-            assert opened == closed == list(range(len(opened)))
-
-        check()
+    check_every_script(
+        _sdk(),
+        realistic_scripts(DIALECT, fault=st.none(), read_sizes=WHOLE_FRAMES),
+        check,
+        settings=RELAXED,
+    )
 
 
 def test_in_stream_error_raises_the_sdk_error_with_its_type() -> None:
@@ -192,45 +193,46 @@ def test_in_stream_error_raises_the_sdk_error_with_its_type() -> None:
         st.sampled_from(errors),
         st.integers(0, 24),
     )
-    with _sdk() as (served, client):
 
-        @RELAXED
-        @given(script=realistic_scripts(DIALECT, fault=faults, read_sizes=WHOLE_FRAMES))
-        def check(script: Script) -> None:
-            fault = script.fault
-            assert fault is not None
-            served.serve(script)
-            with pytest.raises(anthropic.APIStatusError) as raised:
-                _read_stream(client)
-            # The stream had started: the status stays 200, the type says what failed.
-            assert raised.value.status_code == 200
-            assert raised.value.type == raised.value.body["error"]["type"] == fault.code
-            assert raised.value.body["request_id"].startswith("req_011C")
-            assert raised.value.body["error"]["message"] == fault.message
-            # Not streamed, the same failure is an HTTP error of its status.
-            with pytest.raises(anthropic.APIStatusError) as whole:
-                client.messages.create(**REQUEST)
-            assert whole.value.status_code == fault.status
-            assert whole.value.body["error"]["type"] == fault.code
+    def check(client: Any, script: Script) -> None:
+        fault = script.fault
+        assert fault is not None
+        with pytest.raises(anthropic.APIStatusError) as raised:
+            _read_stream(client)
+        # The stream had started: the status stays 200, the type says what failed.
+        assert raised.value.status_code == 200
+        assert raised.value.type == raised.value.body["error"]["type"] == fault.code
+        assert raised.value.body["request_id"].startswith("req_011C")
+        assert raised.value.body["error"]["message"] == fault.message
+        # Not streamed, the same failure is an HTTP error of its status.
+        with pytest.raises(anthropic.APIStatusError) as whole:
+            client.messages.create(**REQUEST)
+        assert whole.value.status_code == fault.status
+        assert whole.value.body["error"]["type"] == fault.code
 
-        check()
+    check_every_script(
+        _sdk(),
+        realistic_scripts(DIALECT, fault=faults, read_sizes=WHOLE_FRAMES),
+        check,
+        settings=RELAXED,
+    )
 
 
 # --- whole messages ------------------------------------------------------------------------------
 
 
 def test_whole_message_agrees_with_every_realistic_script() -> None:
-    with _sdk() as (served, client):
+    def check(client: Any, script: Script) -> None:
+        raw = client.messages.with_raw_response.create(**REQUEST)
+        assert raw.headers["request-id"].startswith("req_011C")
+        _check_message(raw.parse(), script)
 
-        @RELAXED
-        @given(script=realistic_scripts(DIALECT, fault=st.none(), read_sizes=WHOLE_FRAMES))
-        def check(script: Script) -> None:
-            served.serve(script)
-            raw = client.messages.with_raw_response.create(**REQUEST)
-            assert raw.headers["request-id"].startswith("req_011C")
-            _check_message(raw.parse(), script)
-
-        check()
+    check_every_script(
+        _sdk(),
+        realistic_scripts(DIALECT, fault=st.none(), read_sizes=WHOLE_FRAMES),
+        check,
+        settings=RELAXED,
+    )
 
 
 # The SDK's error class for each documented status (its `_error_classes` table).

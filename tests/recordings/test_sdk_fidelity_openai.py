@@ -38,9 +38,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from wire import ServedScript
+from wire import ServedScript, check_every_script
 
 from anyinfer.conformance.checker import expected_tool_calls
 from anyinfer.conformance.strategies import (
@@ -307,60 +307,57 @@ def _chat_ids(chunks: list[Any], dialect: OpenAIChatDialect) -> str:
 def test_chat_raw_stream_assembles_every_realistic_script(name: str) -> None:
     dialect = _chat_dialect(name)
     owners: dict[str, Script] = {}
-    with _sdk(dialect) as (served, client):
 
-        @RELAXED
-        @given(script=realistic_scripts(dialect, fault=st.none(), read_sizes=SPLIT_READS))
-        def check(script: Script) -> None:
-            served.serve(script)
-            stream = client.chat.completions.create(
-                model=MODEL,
-                messages=MESSAGES,
-                stream=True,
-                stream_options={"include_usage": True},
-            )
-            got, chunks = _assemble_chunks(stream, script)
-            assert got == _expected_chat(dialect, script)
-            if name == "llama.cpp":
-                _check_llama_timings(chunks, script)
-            # A response id belongs to one script: two scripts never share one.
-            chunk_id = _chat_ids(chunks, dialect)
-            base = replace(script, read_sizes=())
-            assert owners.setdefault(chunk_id, base) == base
+    def check(client: Any, script: Script) -> None:
+        stream = _create_chat(client, stream=True)
+        got, chunks = _assemble_chunks(stream, script)
+        assert got == _expected_chat(dialect, script)
+        if name == "llama.cpp":
+            _check_llama_timings(chunks, script)
+        # A response id belongs to one script: two scripts never share one.
+        chunk_id = _chat_ids(chunks, dialect)
+        base = replace(script, read_sizes=())
+        assert owners.setdefault(chunk_id, base) == base
 
-        check()
+    check_every_script(
+        _sdk(dialect),
+        realistic_scripts(dialect, fault=st.none(), read_sizes=SPLIT_READS),
+        check,
+        settings=RELAXED,
+    )
 
 
 @pytest.mark.parametrize("name", CHAT_DIALECTS)
 def test_chat_stream_helper_final_completion_agrees(name: str) -> None:
     dialect = _chat_dialect(name)
-    with _sdk(dialect) as (served, client):
 
-        @RELAXED
-        @given(script=realistic_scripts(dialect, fault=st.none(), read_sizes=WHOLE_FRAMES))
-        def check(script: Script) -> None:
-            served.serve(script)
-            deltas: list[str] = []
-            with client.chat.completions.stream(
-                model=MODEL, messages=MESSAGES, stream_options={"include_usage": True}
-            ) as stream:
-                for event in stream:
-                    if event.type == "content.delta":
-                        deltas.append(event.delta)
-                try:
-                    final = stream.get_final_completion()
-                except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as e:
-                    # The helper's parser refuses these two finish reasons by design; the
-                    # completion it assembled rides on the error.
-                    assert script.finish_reason in ("length", "content_filter")
-                    final = e.completion
-            (choice,) = final.choices
-            got = _message_chat(choice.message, choice.finish_reason, final.usage)
-            want = _expected_chat(dialect, script)
-            assert got == want
-            assert "".join(deltas) == (want.content or "")
+    def check(client: Any, script: Script) -> None:
+        deltas: list[str] = []
+        with client.chat.completions.stream(
+            model=MODEL, messages=MESSAGES, stream_options={"include_usage": True}
+        ) as stream:
+            for event in stream:
+                if event.type == "content.delta":
+                    deltas.append(event.delta)
+            try:
+                final = stream.get_final_completion()
+            except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as e:
+                # The helper's parser refuses these two finish reasons by design; the
+                # completion it assembled rides on the error.
+                assert script.finish_reason in ("length", "content_filter")
+                final = e.completion
+        (choice,) = final.choices
+        got = _message_chat(choice.message, choice.finish_reason, final.usage)
+        want = _expected_chat(dialect, script)
+        assert got == want
+        assert "".join(deltas) == (want.content or "")
 
-        check()
+    check_every_script(
+        _sdk(dialect),
+        realistic_scripts(dialect, fault=st.none(), read_sizes=WHOLE_FRAMES),
+        check,
+        settings=RELAXED,
+    )
 
 
 def test_chat_refusal_reaches_the_sdk_as_refusal_text() -> None:
@@ -380,28 +377,19 @@ def test_chat_refusal_reaches_the_sdk_as_refusal_text() -> None:
         )
         .filter(lambda s: bool(s.text) and dialect.refuses(s))
     )
-    with _sdk(dialect) as (served, client):
 
-        @RELAXED
-        @given(script=refusals)
-        def check(script: Script) -> None:
-            served.serve(script)
-            want = _expected_chat(dialect, script)
-            assert (want.content, want.refusal, want.finish) == (None, script.text, "stop")
-            stream = client.chat.completions.create(
-                model=MODEL,
-                messages=MESSAGES,
-                stream=True,
-                stream_options={"include_usage": True},
-            )
-            got, _ = _assemble_chunks(stream, script)
-            assert got == want
-            completion = client.chat.completions.create(model=MODEL, messages=MESSAGES)
-            _strict(ChatCompletion, completion.to_dict(), script)
-            (choice,) = completion.choices
-            assert _message_chat(choice.message, choice.finish_reason, completion.usage) == want
+    def check(client: Any, script: Script) -> None:
+        want = _expected_chat(dialect, script)
+        assert (want.content, want.refusal, want.finish) == (None, script.text, "stop")
+        stream = _create_chat(client, stream=True)
+        got, _ = _assemble_chunks(stream, script)
+        assert got == want
+        completion = _create_chat(client, stream=False)
+        _strict(ChatCompletion, completion.to_dict(), script)
+        (choice,) = completion.choices
+        assert _message_chat(choice.message, choice.finish_reason, completion.usage) == want
 
-        check()
+    check_every_script(_sdk(dialect), refusals, check, settings=RELAXED)
 
 
 # --- Chat Completions: whole responses -------------------------------------------------------
@@ -412,25 +400,26 @@ def test_chat_whole_completion_agrees_with_every_realistic_script(name: str) -> 
     from openai.types.chat import ChatCompletion
 
     dialect = _chat_dialect(name)
-    with _sdk(dialect) as (served, client):
 
-        @RELAXED
-        @given(script=realistic_scripts(dialect, fault=st.none(), read_sizes=WHOLE_FRAMES))
-        def check(script: Script) -> None:
-            served.serve(script)
-            completion = client.chat.completions.create(model=MODEL, messages=MESSAGES)
-            _strict(ChatCompletion, completion.to_dict(), script)
-            assert completion.object == "chat.completion"
-            assert completion.id.startswith("chatcmpl-")
-            (choice,) = completion.choices
-            got = _message_chat(choice.message, choice.finish_reason, completion.usage)
-            want = _expected_chat(dialect, script)
-            if name == "llama.cpp" and script.usage_placement == "trailing":
-                # Not streamed, llama.cpp always sends its usage object.
-                want = replace(want, usage=got.usage)
-            assert got == want
+    def check(client: Any, script: Script) -> None:
+        completion = _create_chat(client, stream=False)
+        _strict(ChatCompletion, completion.to_dict(), script)
+        assert completion.object == "chat.completion"
+        assert completion.id.startswith("chatcmpl-")
+        (choice,) = completion.choices
+        got = _message_chat(choice.message, choice.finish_reason, completion.usage)
+        want = _expected_chat(dialect, script)
+        if name == "llama.cpp" and script.usage_placement == "trailing":
+            # Not streamed, llama.cpp always sends its usage object.
+            want = replace(want, usage=got.usage)
+        assert got == want
 
-        check()
+    check_every_script(
+        _sdk(dialect),
+        realistic_scripts(dialect, fault=st.none(), read_sizes=WHOLE_FRAMES),
+        check,
+        settings=RELAXED,
+    )
 
 
 # --- Chat Completions: errors -------------------------------------------------------------
@@ -451,46 +440,38 @@ def _in_stream_faults(dialect: Dialect) -> st.SearchStrategy[Fault]:
 @pytest.mark.parametrize("name", ["openai-chat", "llama.cpp"])
 def test_chat_in_stream_error_raises_the_sdk_api_error(name: str) -> None:
     dialect = _chat_dialect(name)
-    with _sdk(dialect) as (served, client):
 
-        @RELAXED
-        @given(
-            script=realistic_scripts(
-                dialect, fault=_in_stream_faults(dialect), read_sizes=WHOLE_FRAMES
-            )
-        )
-        def check(script: Script) -> None:
-            fault = script.fault
-            assert fault is not None
-            served.serve(script)
-            with pytest.raises(openai.APIError) as raised:
-                for _ in client.chat.completions.create(
-                    model=MODEL,
-                    messages=MESSAGES,
-                    stream=True,
-                    stream_options={"include_usage": True},
-                ):
-                    pass
-            error = raised.value
-            assert not isinstance(error, openai.APIStatusError), "the stream had started"
-            assert error.message == fault.message
-            assert isinstance(error.body, dict)
-            if name == "llama.cpp":
-                assert error.body["code"] == fault.status
-            else:
-                assert error.body["type"] == fault.code
-            # The stream helper raises the same.
-            with (
-                pytest.raises(openai.APIError),
-                client.chat.completions.stream(model=MODEL, messages=MESSAGES) as helper,
-            ):
-                helper.until_done()
-            # Not streamed, the same failure is an HTTP error of its status.
-            with pytest.raises(openai.APIStatusError) as whole:
-                client.chat.completions.create(model=MODEL, messages=MESSAGES)
-            assert whole.value.status_code == fault.status
+    def check(client: Any, script: Script) -> None:
+        fault = script.fault
+        assert fault is not None
+        with pytest.raises(openai.APIError) as raised:
+            for _ in _create_chat(client, stream=True):
+                pass
+        error = raised.value
+        assert not isinstance(error, openai.APIStatusError), "the stream had started"
+        assert error.message == fault.message
+        assert isinstance(error.body, dict)
+        if name == "llama.cpp":
+            assert error.body["code"] == fault.status
+        else:
+            assert error.body["type"] == fault.code
+        # The stream helper raises the same.
+        with (
+            pytest.raises(openai.APIError),
+            client.chat.completions.stream(model=MODEL, messages=MESSAGES) as helper,
+        ):
+            helper.until_done()
+        # Not streamed, the same failure is an HTTP error of its status.
+        with pytest.raises(openai.APIStatusError) as whole:
+            _create_chat(client, stream=False)
+        assert whole.value.status_code == fault.status
 
-        check()
+    check_every_script(
+        _sdk(dialect),
+        realistic_scripts(dialect, fault=_in_stream_faults(dialect), read_sizes=WHOLE_FRAMES),
+        check,
+        settings=RELAXED,
+    )
 
 
 # The SDK's error class for each documented status (`OpenAI._make_status_error`).
@@ -512,11 +493,13 @@ _SDK_ERRORS = {
 }
 
 
-def _create_chat(client: Any, stream: bool) -> None:
+def _create_chat(client: Any, stream: bool) -> Any:
+    """One Chat Completions call the way the SDK's users make it (asking for usage when
+    streaming); the completion or the chunk stream."""
     kwargs: dict[str, Any] = {"model": MODEL, "messages": MESSAGES}
     if stream:
         kwargs.update(stream=True, stream_options={"include_usage": True})
-    client.chat.completions.create(**kwargs)
+    return client.chat.completions.create(**kwargs)
 
 
 def _create_response(client: Any, stream: bool) -> None:
@@ -655,56 +638,57 @@ def _check_event_grammar(events: list[Any]) -> None:
 
 def test_responses_raw_stream_events_are_real_and_agree() -> None:
     owners: dict[str, Script] = {}
-    with _sdk(RESPONSES) as (served, client):
 
-        @RELAXED
-        @given(script=realistic_scripts(RESPONSES, fault=st.none(), read_sizes=SPLIT_READS))
-        def check(script: Script) -> None:
-            served.serve(script)
-            events = list(client.responses.create(model=MODEL, input="hi", stream=True))
-            for event in events:
-                _strict_event(event, script)
-            _check_event_grammar(events)
-            terminal = events[-1]
-            assert terminal.type in ("response.completed", "response.incomplete")
-            got = _reply_of(terminal.response)
-            want = _expected_reply(script)
-            assert got == want
-            text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
-            assert text == script.text
-            base = replace(script, read_sizes=())
-            assert owners.setdefault(terminal.response.id, base) == base
+    def check(client: Any, script: Script) -> None:
+        events = list(client.responses.create(model=MODEL, input="hi", stream=True))
+        for event in events:
+            _strict_event(event, script)
+        _check_event_grammar(events)
+        terminal = events[-1]
+        assert terminal.type in ("response.completed", "response.incomplete")
+        got = _reply_of(terminal.response)
+        want = _expected_reply(script)
+        assert got == want
+        text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        assert text == script.text
+        base = replace(script, read_sizes=())
+        assert owners.setdefault(terminal.response.id, base) == base
 
-        check()
+    check_every_script(
+        _sdk(RESPONSES),
+        realistic_scripts(RESPONSES, fault=st.none(), read_sizes=SPLIT_READS),
+        check,
+        settings=RELAXED,
+    )
 
 
 def test_responses_stream_helper_final_response_agrees() -> None:
-    with _sdk(RESPONSES) as (served, client):
+    def check(client: Any, script: Script) -> None:
+        want = _expected_reply(script)
+        deltas: list[str] = []
+        with client.responses.stream(model=MODEL, input="hi") as stream:
+            events = []
+            for event in stream:
+                events.append(event)
+                if event.type == "response.output_text.delta":
+                    deltas.append(event.delta)
+            if want.status == "completed":
+                final = stream.get_final_response()
+                assert final.output_text == script.text
+            else:
+                # No `response.completed`: the helper's final response is not
+                # there, the incomplete event carries the response.
+                assert events[-1].type == "response.incomplete"
+                final = events[-1].response
+        assert _reply_of(final) == want
+        assert "".join(deltas) == script.text
 
-        @RELAXED
-        @given(script=realistic_scripts(RESPONSES, fault=st.none(), read_sizes=WHOLE_FRAMES))
-        def check(script: Script) -> None:
-            served.serve(script)
-            want = _expected_reply(script)
-            deltas: list[str] = []
-            with client.responses.stream(model=MODEL, input="hi") as stream:
-                events = []
-                for event in stream:
-                    events.append(event)
-                    if event.type == "response.output_text.delta":
-                        deltas.append(event.delta)
-                if want.status == "completed":
-                    final = stream.get_final_response()
-                    assert final.output_text == script.text
-                else:
-                    # No `response.completed`: the helper's final response is not
-                    # there, the incomplete event carries the response.
-                    assert events[-1].type == "response.incomplete"
-                    final = events[-1].response
-            assert _reply_of(final) == want
-            assert "".join(deltas) == script.text
-
-        check()
+    check_every_script(
+        _sdk(RESPONSES),
+        realistic_scripts(RESPONSES, fault=st.none(), read_sizes=WHOLE_FRAMES),
+        check,
+        settings=RELAXED,
+    )
 
 
 # --- Responses: whole responses and errors ---------------------------------------------------
@@ -713,54 +697,50 @@ def test_responses_stream_helper_final_response_agrees() -> None:
 def test_responses_whole_response_agrees_with_every_realistic_script() -> None:
     from openai.types.responses import Response
 
-    with _sdk(RESPONSES) as (served, client):
+    def check(client: Any, script: Script) -> None:
+        response = client.responses.create(model=MODEL, input="hi")
+        _strict(Response, response.to_dict(), script)
+        assert _reply_of(response) == _expected_reply(script)
 
-        @RELAXED
-        @given(script=realistic_scripts(RESPONSES, fault=st.none(), read_sizes=WHOLE_FRAMES))
-        def check(script: Script) -> None:
-            served.serve(script)
-            response = client.responses.create(model=MODEL, input="hi")
-            _strict(Response, response.to_dict(), script)
-            assert _reply_of(response) == _expected_reply(script)
-
-        check()
+    check_every_script(
+        _sdk(RESPONSES),
+        realistic_scripts(RESPONSES, fault=st.none(), read_sizes=WHOLE_FRAMES),
+        check,
+        settings=RELAXED,
+    )
 
 
 def test_responses_in_stream_error_is_the_sdk_failed_event() -> None:
     from openai.types.responses import ResponseFailedEvent
 
-    with _sdk(RESPONSES) as (served, client):
+    def check(client: Any, script: Script) -> None:
+        fault = script.fault
+        assert fault is not None
+        events = list(client.responses.create(model=MODEL, input="hi", stream=True))
+        for event in events:
+            _strict_event(event, script)
+        assert [e.sequence_number for e in events] == list(range(len(events)))
+        failed = events[-1]
+        assert isinstance(failed, ResponseFailedEvent)
+        assert failed.response.status == "failed"
+        assert failed.response.error is not None
+        assert failed.response.error.code == fault.code
+        assert failed.response.error.message == fault.message
+        assert {e.response.id for e in events if hasattr(e, "response")} == {failed.response.id}
+        # The helper reads the stream to its end and has no completed response.
+        with client.responses.stream(model=MODEL, input="hi") as stream:
+            kinds = [e.type for e in stream]
+            with pytest.raises(RuntimeError, match=r"response\.completed"):
+                stream.get_final_response()
+        assert kinds[-1] == "response.failed"
+        # Not streamed, the same failure is an HTTP error of its status.
+        with pytest.raises(openai.APIStatusError) as whole:
+            client.responses.create(model=MODEL, input="hi")
+        assert whole.value.status_code == fault.status
 
-        @RELAXED
-        @given(
-            script=realistic_scripts(
-                RESPONSES, fault=_in_stream_faults(RESPONSES), read_sizes=WHOLE_FRAMES
-            )
-        )
-        def check(script: Script) -> None:
-            fault = script.fault
-            assert fault is not None
-            served.serve(script)
-            events = list(client.responses.create(model=MODEL, input="hi", stream=True))
-            for event in events:
-                _strict_event(event, script)
-            assert [e.sequence_number for e in events] == list(range(len(events)))
-            failed = events[-1]
-            assert isinstance(failed, ResponseFailedEvent)
-            assert failed.response.status == "failed"
-            assert failed.response.error is not None
-            assert failed.response.error.code == fault.code
-            assert failed.response.error.message == fault.message
-            assert {e.response.id for e in events if hasattr(e, "response")} == {failed.response.id}
-            # The helper reads the stream to its end and has no completed response.
-            with client.responses.stream(model=MODEL, input="hi") as stream:
-                kinds = [e.type for e in stream]
-                with pytest.raises(RuntimeError, match=r"response\.completed"):
-                    stream.get_final_response()
-            assert kinds[-1] == "response.failed"
-            # Not streamed, the same failure is an HTTP error of its status.
-            with pytest.raises(openai.APIStatusError) as whole:
-                client.responses.create(model=MODEL, input="hi")
-            assert whole.value.status_code == fault.status
-
-        check()
+    check_every_script(
+        _sdk(RESPONSES),
+        realistic_scripts(RESPONSES, fault=_in_stream_faults(RESPONSES), read_sizes=WHOLE_FRAMES),
+        check,
+        settings=RELAXED,
+    )
