@@ -4,10 +4,12 @@ Many servers speak "the OpenAI protocol" and each differs from it a little: wher
 goes, which field carries reasoning, how constrained output is asked for, whether
 `stream_options` is accepted at all. Those differences are data here, not branches: a
 frozen `Quirks` record per engine (`ENGINE_QUIRKS`), consulted by one adapter,
-`OpenAICompatAdapter`. The presets `llama.cpp`, `vllm` and `lmstudio` are the same
-adapter with their engine's quirks, default port and profile: each is one entry of
-`PRESETS`, from which its class, registry id, aliases, engine quirks, conformance
-dialect, structured-output defaults and local engines all come.
+`OpenAICompatAdapter`. The presets (`llama.cpp`, `vllm`, `lmstudio`, `groq`, `mistral`,
+`openrouter`, ... 78 of them) are the same adapter with their engine's quirks, default
+URL, key variable and profile: each is one entry of `PRESETS`, from which its class,
+registry id, aliases, key rule, engine quirks, conformance dialect, structured-output
+defaults and local engines all come. `docs/providers/quirks.md` has the table, with how
+well each entry is sourced.
 
 Choosing quirks, in `ProviderSettings.options`:
 
@@ -40,6 +42,7 @@ import httpx
 from .._adapters.base import POOL_OPTIONS, DiscoveredModel, PartAssembler
 from .._adapters.limits import LIMIT_OPTIONS
 from .._adapters.profile import AdapterProfile
+from .._client.instance import api_key_env as instance_key_env
 from .._client.instance import base_url_env, resolve_base_url
 from .._errors import ConfigError, ProviderError
 from .._knowledge.capabilities import ModelCapabilities
@@ -56,17 +59,25 @@ __all__ = [
     "OpenAICompatAdapter",
     "PRESETS",
     "Preset",
+    "PresetSummary",
     "Quirks",
     "StructuredOutput",
     "VLLMAdapter",
     "configured_base_url",
     "preset_adapter",
     "preset_adapters",
+    "preset_summaries",
     "quirks_for",
+    "reading_behaviour",
 ]
 
 StructuredOutput = Literal[
-    "response_format", "json_schema", "json_object_schema", "guided_json", "structured_outputs"
+    "response_format",
+    "json_schema",
+    "json_object_schema",
+    "guided_json",
+    "structured_outputs",
+    "tgi_grammar",
 ]
 """How an engine is asked for JSON / JSON-Schema-constrained output.
 
@@ -78,6 +89,8 @@ StructuredOutput = Literal[
 - `guided_json`: vLLM's older `guided_json` field (the schema itself).
 - `structured_outputs`: vLLM's newer `structured_outputs: {"json": schema}` (or
   `{"json_object": true}`).
+- `tgi_grammar`: Text Generation Inference's tagged `response_format: {"type": "json",
+  "value": schema}` (the schema under `value`, not OpenAI's `json_schema` key).
 """
 
 _STRUCTURED: tuple[str, ...] = get_args(StructuredOutput)
@@ -85,6 +98,10 @@ _STREAM_OPTIONS_REJECTED = (400, 422)
 _FALLBACK_WARNING = (
     "the server rejected stream_options; retried without it (usage arrives only if the "
     "server reports it unasked), and later requests on this instance skip it"
+)
+_EFFORT_WARNING = (
+    "the model rejected reasoning_effort; retried without it, and later requests for "
+    "this model on this instance skip it"
 )
 
 
@@ -122,6 +139,18 @@ class Quirks:
             it has no `tool_calls`.
         content_filter_warnings: Turn Azure's `content_filter_results` /
             `prompt_filter_results` entries marked `filtered` into result warnings.
+        seed_field: Request field for `Sampling.seed` (Mistral's is `random_seed`).
+        tool_choice_required: What `tool_choice="required"` is sent as (Mistral's is
+            `"any"`).
+        drop_fields: Top-level request fields never sent (the server answers 400 to
+            them); a sampling control dropped this way becomes a result warning.
+            `provider_options` are merged after, so a field set there is still sent.
+        retry_without_reasoning_effort: When the server answers 400/422 naming
+            `reasoning_effort`, retry the attempt once without it, and leave it out of
+            later requests for the same model on this adapter instance (xAI models
+            that take no effort setting).
+        key_header: The header the API key goes in: `authorization` sends
+            `Bearer <key>`; any other name sends the key itself.
     """
 
     engine: str = "openai-compat"
@@ -138,6 +167,11 @@ class Quirks:
     tool_calls_by_id: bool = True
     legacy_function_call: bool = True
     content_filter_warnings: bool = False
+    seed_field: str = "seed"
+    tool_choice_required: str = "required"
+    drop_fields: tuple[str, ...] = ()
+    retry_without_reasoning_effort: bool = False
+    key_header: str = "authorization"
 
     def with_overrides(self, overrides: Mapping[str, Any], *, provider: str = "") -> Quirks:
         """A copy with `overrides` applied, each checked against the field's type.
@@ -202,16 +236,6 @@ _ENGINES: Mapping[str, Quirks] = MappingProxyType(
         ),
         # Ollama's /v1: include_usage honoured; otherwise OpenAI-shaped.
         "ollama": dataclasses.replace(_GENERIC, engine="ollama"),
-        # OpenRouter: comment lines and error objects in chunks (shared reading).
-        "openrouter": dataclasses.replace(_GENERIC, engine="openrouter"),
-        # Groq: usage in x_groq.usage on the finish chunk, unasked.
-        "groq": dataclasses.replace(
-            _GENERIC, engine="groq", stream_usage=False, max_tokens_field="max_completion_tokens"
-        ),
-        # DeepSeek: usage (with prompt_cache_hit_tokens) in the finish chunk.
-        "deepseek": dataclasses.replace(_GENERIC, engine="deepseek"),
-        # Mistral: usage in the finish chunk unasked; list-shaped content with thinking.
-        "mistral": dataclasses.replace(_GENERIC, engine="mistral", stream_usage=False),
         # Azure OpenAI deployments: content filter annotations; max_completion_tokens.
         "azure-openai": dataclasses.replace(
             _GENERIC,
@@ -303,8 +327,16 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
     )
     default_base_url: ClassVar[str | None] = None
     api_key_env: ClassVar[str | None] = None
+    #: Whether the adapter refuses to build without a key (hosted services, and local
+    #: servers that insist on one).
+    api_key_required: ClassVar[bool] = False
+    #: Shown when no base URL is configured: the endpoint's shape, for services whose
+    #: URL holds an account or workspace (`{account_id}`).
+    base_url_template: ClassVar[str] = "http://127.0.0.1:8080/v1"
     #: The engine whose quirks apply unless `options["engine"]` says otherwise.
     default_engine: ClassVar[str] = "openai-compat"
+    #: The `PRESETS` entry a preset's class was made from (`None` here).
+    preset: ClassVar[Preset | None] = None
     #: `ProviderSettings.options` keys this adapter understands.
     option_keys: ClassVar[frozenset[str]] = frozenset({"engine", "quirks"})
 
@@ -314,7 +346,14 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
             raise ConfigError(
                 f"provider {pid!r} ({self.provider_id}) needs base_url (or "
                 f"{base_url_env(pid)}): the server's OpenAI-compatible root, e.g. "
-                "'http://127.0.0.1:8080/v1'",
+                f"{self.base_url_template!r}",
+                provider=pid,
+            )
+        if self.api_key_required and not settings.api_key:
+            names = [instance_key_env(pid)] + ([self.api_key_env] if self.api_key_env else [])
+            raise ConfigError(
+                f"provider {pid!r} ({self.provider_id}) needs an API key: set api_key, or "
+                f"the environment variable {' or '.join(names)}",
                 provider=pid,
             )
         accepted = self.option_keys | POOL_OPTIONS | LIMIT_OPTIONS
@@ -331,6 +370,18 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
         self.max_tokens_field = self.quirks.max_tokens_field
         self.stream_usage = self.quirks.stream_usage
         self.reasoning_fields = self.quirks.reasoning_fields
+        #: Models that rejected `reasoning_effort` (`retry_without_reasoning_effort`).
+        self.no_reasoning_effort: set[str] = set()
+
+    def default_headers(self) -> dict[str, str]:
+        """The configured headers, with the key in the quirks' `key_header`."""
+        headers = super().default_headers()
+        header = self.quirks.key_header.lower()
+        if header != "authorization" and self.settings.api_key:
+            if headers.get("authorization") == f"Bearer {self.settings.api_key}":
+                del headers["authorization"]
+            headers.setdefault(header, self.settings.api_key)
+        return headers
 
     def engine_for(self, settings: ProviderSettings) -> str:
         """The default engine for these settings (before `options["engine"]`)."""
@@ -353,17 +404,37 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
     def build_body(self, request: GenerationRequest) -> dict[str, Any]:
         """The OpenAI body, adjusted by the quirks; `provider_options` still win."""
         q = self.quirks
+        effort = q.send_reasoning_effort and request.model not in self.no_reasoning_effort
         plain = dataclasses.replace(
             request,
             response_format=None,
             provider_options={},
-            reasoning=request.reasoning if q.send_reasoning_effort else None,
+            reasoning=request.reasoning if effort else None,
         )
         body = super().build_body(plain)
         if request.response_format is not None:
             self.apply_structured_output(body, request.response_format)
+        if q.seed_field != "seed" and "seed" in body:
+            body[q.seed_field] = body.pop("seed")
+        if q.tool_choice_required != "required" and body.get("tool_choice") == "required":
+            body["tool_choice"] = q.tool_choice_required
+        for name in q.drop_fields:
+            body.pop(name, None)
         body.update(request.provider_options)
         return body
+
+    def dropped_controls(self, request: GenerationRequest) -> list[str]:
+        """The sampling controls set on `request` that `drop_fields` keeps off the wire."""
+        q = self.quirks
+        if not q.drop_fields:
+            return []
+        controls = ("temperature", "top_p", "stop", "presence_penalty", "frequency_penalty")
+        names = {c: c for c in controls}
+        names.update(max_output_tokens=q.max_tokens_field, seed=q.seed_field)
+        sent, _ = request.sampling.wire_fields(names)
+        return [
+            name for name in sent if name in q.drop_fields and name not in request.provider_options
+        ]
 
     def apply_structured_output(self, body: dict[str, Any], fmt: Mapping[str, Any]) -> None:
         """Put a neutral structured-output instruction into `body` the engine's way.
@@ -389,6 +460,8 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
             )
         elif how == "guided_json":
             body["guided_json"] = schema
+        elif how == "tgi_grammar":
+            body["response_format"] = {"type": "json", "value": schema}
         else:  # structured_outputs
             body["structured_outputs"] = {"json": schema} if is_schema else {"json_object": True}
 
@@ -398,29 +471,56 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
         Returns:
             The open response, and whether the `stream_options` fallback was taken.
         """
+        response, fallbacks = await self.open_with_fallbacks(request)
+        return response, _FALLBACK_WARNING in fallbacks
+
+    async def open_with_fallbacks(
+        self, request: GenerationRequest
+    ) -> tuple[httpx.Response, list[str]]:
+        """Send a generation request, retrying once without a field the server refused.
+
+        A 400/422 naming `stream_options` (`retry_without_stream_options`) or
+        `reasoning_effort` (`retry_without_reasoning_effort`) is retried without that
+        field, inside the attempt; the field stays off later requests on this instance.
+
+        Returns:
+            The open response, and a warning per fallback taken.
+        """
         body = self.build_body(request)
         path, params = self.chat_path(request), self.chat_params()
         headers = self.chat_headers(request)
+        q = self.quirks
         try:
             response = await self.send(
                 "POST", path, json_body=body, params=params, headers=headers, request=request
             )
         except ProviderError as exc:
-            if not (
+            if (
                 request.stream
                 and "stream_options" in body
-                and self.quirks.retry_without_stream_options
+                and q.retry_without_stream_options
                 and _rejects_stream_options(exc)
             ):
+                self.stream_usage = False  # remembered for the life of this adapter instance
+                del body["stream_options"]
+                taken = _FALLBACK_WARNING
+            elif (
+                "reasoning_effort" in body
+                and q.retry_without_reasoning_effort
+                and "reasoning_effort" not in request.provider_options
+                and _rejects_reasoning_effort(exc)
+            ):
+                self.no_reasoning_effort.add(request.model)
+                del body["reasoning_effort"]
+                taken = _EFFORT_WARNING
+            else:
                 raise
         else:
-            return response, False
-        self.stream_usage = False  # remembered for the life of this adapter instance
-        del body["stream_options"]
+            return response, []
         response = await self.send(
             "POST", path, json_body=body, params=params, headers=headers, request=request
         )
-        return response, True
+        return response, [taken]
 
     # --- response ------------------------------------------------------------------
 
@@ -432,9 +532,14 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
         """
 
         async def send(warnings: list[str]) -> httpx.Response:
-            response, fell_back = await self.open_response(request)
-            if fell_back:
-                warnings.append(f"{self.instance_id}: {_FALLBACK_WARNING}")
+            response, fallbacks = await self.open_with_fallbacks(request)
+            warnings.extend(f"{self.instance_id}: {text}" for text in fallbacks)
+            dropped = self.dropped_controls(request)
+            if dropped:
+                warnings.append(
+                    f"{self.instance_id}: {', '.join(dropped)} not sent: "
+                    f"{self.quirks.engine} rejects {'it' if len(dropped) == 1 else 'them'}"
+                )
             return response
 
         return self.chat_parts(
@@ -527,14 +632,34 @@ class Preset:
         base: The class the preset's adapter class extends (for presets that add
             behaviour, such as llama.cpp's discovery).
         name: The adapter class's name (by default made from the id).
+        title: The service or engine, for people (`"Groq"`).
+        api_key_env: The provider's own key variable (`GROQ_API_KEY`), consulted after
+            `ANYINFER_<INSTANCE>_API_KEY`; `None` for none (local engines: a local
+            port never gets a hosted service's key).
+        key_required: Whether the adapter refuses to build without a key.
+        base_url_template: The endpoint's shape when it holds an account or workspace
+            (`default_base_url` is then `None` and `base_url` must be given).
+        evidence: How well the entry is sourced, `base/key/quirks`, each `D`
+            (the provider's own docs or source), `C` (two or more independent third
+            parties agree), `S` (one third party), `R` (AnyInfer's own recordings of
+            real traffic) or `U` (not found: generic defaults, unverified).
+        source: Where the facts come from, briefly.
+        notes: What else is known (one line), including single-source caveats.
     """
 
-    default_base_url: str
+    default_base_url: str | None
     profile: AdapterProfile
     quirks: Quirks = _GENERIC
     doc: str = ""
     base: type[OpenAICompatAdapter] = OpenAICompatAdapter
     name: str = ""
+    title: str = ""
+    api_key_env: str | None = None
+    key_required: bool = False
+    base_url_template: str = ""
+    evidence: str = ""
+    source: str = ""
+    notes: str = ""
 
     def engine_quirks(self, provider_id: str) -> Quirks:
         """The quirks for this preset's engine, named after the preset (made once)."""
@@ -549,6 +674,74 @@ _PRESET_QUIRKS: dict[tuple[str, Preset], Quirks] = {}
 
 
 _LOCAL_STRUCTURED = ModelCapabilities(json_mode=True, json_schema=True, grammar=True)
+
+
+def _hosted(
+    title: str,
+    url: str | None,
+    key_env: str | None,
+    evidence: str,
+    source: str,
+    notes: str = "",
+    *,
+    aliases: tuple[str, ...] = (),
+    template: str = "",
+    key_required: bool = True,
+    **quirks: Any,
+) -> Preset:
+    """One hosted service's entry: OpenAI Chat at `url`, a key in `key_env`."""
+    return Preset(
+        url,
+        AdapterProfile(aliases=aliases, conformance_dialect="openai-chat"),
+        dataclasses.replace(_GENERIC, **quirks) if quirks else _GENERIC,
+        title=title,
+        api_key_env=key_env,
+        key_required=key_required,
+        base_url_template=template,
+        evidence=evidence,
+        source=source,
+        notes=notes,
+    )
+
+
+def _local(
+    title: str,
+    url: str,
+    evidence: str,
+    source: str,
+    notes: str = "",
+    *,
+    aliases: tuple[str, ...] = (),
+    key_required: bool = False,
+    structured: ModelCapabilities | None = None,
+    dialect: str = "openai-chat",
+    base: type[OpenAICompatAdapter] = OpenAICompatAdapter,
+    **quirks: Any,
+) -> Preset:
+    """One local engine's entry: no provider key variable (a key only from settings or
+    `ANYINFER_<INSTANCE>_API_KEY`), no catalog engine."""
+    return Preset(
+        url,
+        AdapterProfile(aliases=aliases, conformance_dialect=dialect, structured=structured),
+        dataclasses.replace(_GENERIC, **quirks) if quirks else _GENERIC,
+        base=base,
+        title=title,
+        key_required=key_required,
+        evidence=evidence,
+        source=source,
+        notes=notes,
+    )
+
+
+# Mistral's differences from OpenAI Chat: usage in the finish chunk unasked (recorded);
+# `random_seed` for the seed (corroborated); `"any"` for a required tool call (one
+# source: vercel/ai's Mistral provider).
+_MISTRAL: dict[str, Any] = {
+    "stream_usage": False,
+    "seed_field": "random_seed",
+    "tool_choice_required": "any",
+}
+_LLAMA_CPP: dict[str, Any] = {"timings": True, "structured_output": "json_schema"}
 
 PRESETS: Mapping[str, Preset] = MappingProxyType(
     {
@@ -574,6 +767,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
     """,
             base=_LlamaCppServer,
             name="LlamaCppAdapter",
+            title="llama.cpp llama-server",
+            evidence="D/-/D",
+            source="ggml-org/llama.cpp tools/server",
+            notes="quirks as established before the preset research (not re-checked by it)",
         ),
         "vllm": Preset(
             "http://127.0.0.1:8000/v1",
@@ -587,6 +784,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             # are selectable with the structured_output quirk).
             doc="vLLM's OpenAI-compatible server (default port 8000).",
             name="VLLMAdapter",
+            title="vLLM",
+            evidence="D/-/D",
+            source="docs.vllm.ai (OpenAI-compatible server)",
+            notes="quirks as established before the preset research (not re-checked by it)",
         ),
         "lmstudio": Preset(
             "http://127.0.0.1:1234/v1",
@@ -600,6 +801,644 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             dataclasses.replace(_GENERIC, json_object=False),
             doc="LM Studio's local server (default port 1234).",
             name="LMStudioAdapter",
+            title="LM Studio",
+            evidence="D/-/D",
+            source="lmstudio.ai/docs (OpenAI compatibility)",
+            notes="quirks as established before the preset research (not re-checked by it)",
+        ),
+        # --- hosted services (each fact graded in `evidence`; see Preset) ----------
+        "groq": _hosted(
+            "Groq",
+            "https://api.groq.com/openai/v1",
+            "GROQ_API_KEY",
+            "D/D/R",
+            "console.groq.com/docs/openai",
+            "usage in x_groq.usage on the finish chunk, unasked (read by default); 400 for "
+            "logprobs, logit_bias, top_logprobs, messages[].name and n>1 (AnyInfer sends "
+            "none); reasoning_format via provider_options, parsed reasoning in `reasoning`",
+            stream_usage=False,
+            max_tokens_field="max_completion_tokens",
+        ),
+        "together": _hosted(
+            "Together AI",
+            "https://api.together.ai/v1",
+            "TOGETHER_API_KEY",
+            "D/D/U",
+            "docs.together.ai/docs/inference/openai-compatibility",
+            "SDKs still use api.together.xyz (both hosts in use); model ids are org/model",
+            aliases=("together-ai", "togetherai"),
+        ),
+        "fireworks": _hosted(
+            "Fireworks AI",
+            "https://api.fireworks.ai/inference/v1",
+            "FIREWORKS_API_KEY",
+            "D/C/U",
+            "docs.fireworks.ai/tools-sdks/openai-compatibility",
+            "the docs' samples use OPENAI_API_KEY, SDKs FIREWORKS_API_KEY; reasoning_effort "
+            "takes three of OpenAI's levels (single source)",
+            aliases=("fireworks-ai",),
+        ),
+        "deepinfra": _hosted(
+            "DeepInfra",
+            "https://api.deepinfra.com/v1/openai",
+            "DEEPINFRA_API_KEY",
+            "D/C/U",
+            "deepinfra.com/docs/advanced/openai_api",
+            "the docs name no variable (a 'DeepInfra token'); DEEPINFRA_API_KEY is the SDKs'",
+        ),
+        "cerebras": _hosted(
+            "Cerebras Inference",
+            "https://api.cerebras.ai/v1",
+            "CEREBRAS_API_KEY",
+            "C/C/C",
+            "inference-docs.cerebras.ai/resources/openai, as quoted by pydantic-ai and others",
+            "the dropped fields are a 400 (corroborated); tool_choice only auto/none (single "
+            "source)",
+            drop_fields=(
+                "frequency_penalty",
+                "presence_penalty",
+                "logit_bias",
+                "parallel_tool_calls",
+                "service_tier",
+            ),
+        ),
+        "sambanova": _hosted(
+            "SambaNova Cloud",
+            "https://api.sambanova.ai/v1",
+            "SAMBANOVA_API_KEY",
+            "C/C/U",
+            "docs.sambanova.ai/docs/en/features/openai-compatibility; pydantic-ai, any-llm",
+            "the docs give the URL on the account's 'API keys and URLs' page; reasoning may "
+            "come as <think> text in content (single source)",
+        ),
+        "perplexity": _hosted(
+            "Perplexity Sonar",
+            "https://api.perplexity.ai",
+            "PERPLEXITY_API_KEY",
+            "D/D/U",
+            "docs.perplexity.ai/docs/sonar/openai-compatibility",
+            "no /v1: /chat/completions is an alias of /v1/sonar; citations and search_results "
+            "in responses; search options (search_domain_filter, web_search_options, ...) via "
+            "provider_options",
+        ),
+        "nebius": _hosted(
+            "Nebius Token Factory",
+            "https://api.tokenfactory.nebius.com/v1",
+            "NEBIUS_API_KEY",
+            "D/D/U",
+            "docs.tokenfactory.nebius.com/api-reference/introduction",
+            "formerly Nebius AI Studio (api.studio.nebius.com)",
+        ),
+        "nvidia-nim": _hosted(
+            "NVIDIA NIM (API catalog)",
+            "https://integrate.api.nvidia.com/v1",
+            "NVIDIA_API_KEY",
+            "D/D/U",
+            "build.nvidia.com docs",
+            "self-hosted NIM containers speak the same API: set base_url",
+            aliases=("nvidia",),
+        ),
+        "hyperbolic": _hosted(
+            "Hyperbolic",
+            "https://api.hyperbolic.xyz/v1",
+            "HYPERBOLIC_API_KEY",
+            "C/C/U",
+            "rig-core, Helicone docs (no provider page found)",
+        ),
+        "novita": _hosted(
+            "Novita AI",
+            "https://api.novita.ai/openai",
+            "NOVITA_API_KEY",
+            "C/C/U",
+            "pipecat, models.dev, crewAI",
+            "path conflict not checked live: /openai (corroborated), /openai/v1 (promptfoo), "
+            "legacy /v3/openai",
+        ),
+        "moonshot": _hosted(
+            "Moonshot AI (Kimi), international",
+            "https://api.moonshot.ai/v1",
+            "MOONSHOT_API_KEY",
+            "C/D/S",
+            "platform.moonshot.cn/docs/guide/migrating-from-openai-to-kimi; pydantic-ai, vercel/ai",
+            "max_completion_tokens rests on one source; temperature range [0, 1] and no "
+            "tool_choice 'required' (documented); reasoning in reasoning_content; "
+            "thinking: {type: disabled} via provider_options",
+            aliases=("kimi",),
+            max_tokens_field="max_completion_tokens",
+        ),
+        "moonshot-cn": _hosted(
+            "Moonshot AI (Kimi), China",
+            "https://api.moonshot.cn/v1",
+            "MOONSHOT_API_KEY",
+            "D/D/S",
+            "platform.moonshot.cn/docs/guide/migrating-from-openai-to-kimi",
+            "as moonshot",
+            max_tokens_field="max_completion_tokens",
+        ),
+        "zai": _hosted(
+            "Z.ai (GLM), international",
+            "https://api.z.ai/api/paas/v4",
+            "ZAI_API_KEY",
+            "C/C/U",
+            "@ai-sdk/zai docs, pydantic-ai, any-llm",
+            "reasoning in reasoning_content; only tool_choice auto and json_object, no "
+            "json_schema (single source)",
+        ),
+        "zhipu": _hosted(
+            "Zhipu AI BigModel (GLM), China",
+            "https://open.bigmodel.cn/api/paas/v4",
+            "ZHIPUAI_API_KEY",
+            "C/S/U",
+            "agentscope, vercel/ai community page, models.dev",
+            "models.dev names the key ZHIPU_API_KEY; wire as zai",
+            aliases=("bigmodel",),
+        ),
+        "dashscope": _hosted(
+            "Alibaba Cloud Model Studio (DashScope)",
+            "https://dashscope-intl.aliyuncs.com/compatible-mode/v1",
+            "DASHSCOPE_API_KEY",
+            "D/C/D",
+            "alibabacloud.com/help/en/model-studio/base-url",
+            "regional hosts (dashscope., dashscope-us., cn-hongkong.dashscope.) and regional "
+            "keys (a mismatch is a 401); stream usage needs include_usage (the default); "
+            "json_object needs the word JSON in the prompt; enable_thinking via "
+            "provider_options",
+            aliases=("alibaba",),
+        ),
+        "baseten": _hosted(
+            "Baseten Model APIs",
+            "https://inference.baseten.co/v1",
+            "BASETEN_API_KEY",
+            "D/D/U",
+            "docs.baseten.co/quickstart",
+            "dedicated deployments have their own host: set base_url",
+        ),
+        "huggingface": _hosted(
+            "Hugging Face Inference Providers (router)",
+            "https://router.huggingface.co/v1",
+            "HF_TOKEN",
+            "D/D/R",
+            "huggingface.co/docs/inference-providers",
+            "a model may name its provider: org/model:provider",
+            aliases=("hf",),
+        ),
+        "scaleway": _hosted(
+            "Scaleway Generative APIs",
+            "https://api.scaleway.ai/v1",
+            "SCW_SECRET_KEY",
+            "D/D/U",
+            "scaleway.com/en/docs/generative-apis",
+            "project-scoped URL: https://api.scaleway.ai/{project_id}/v1",
+        ),
+        "ovhcloud": _hosted(
+            "OVHcloud AI Endpoints",
+            "https://oai.endpoints.kepler.ai.cloud.ovh.net/v1",
+            "OVHCLOUD_API_KEY",
+            "D/C/U",
+            "ovh.github.io/apache-airflow-provider-ovhcloud-ai; pydantic-ai, any-llm",
+            "a key is optional: without one it is a rate-limited free tier (corroborated); "
+            "Docker's docs name OVH_AI_ENDPOINTS_ACCESS_TOKEN",
+            key_required=False,
+        ),
+        "cloudflare-workers-ai": _hosted(
+            "Cloudflare Workers AI",
+            None,
+            "CLOUDFLARE_API_KEY",
+            "D/D/U",
+            "developers.cloudflare.com/workers-ai/configuration/open-ai-compatibility",
+            "base_url holds the account id; model ids are @cf/...; tool calling reported not "
+            "to work on this route (single source)",
+            aliases=("workers-ai",),
+            template="https://api.cloudflare.com/client/v4/accounts/{account_id}/ai/v1",
+        ),
+        "mistral": _hosted(
+            "Mistral AI (La Plateforme)",
+            "https://api.mistral.ai/v1",
+            "MISTRAL_API_KEY",
+            "R/C/C",
+            "vercel/ai mistral provider, langchain.js, AnyInfer recordings",
+            "tool_choice 'any' rests on one source; safe_prompt and prompt_mode via "
+            "provider_options; list-shaped content with thinking parts is read",
+            **_MISTRAL,
+        ),
+        "codestral": _hosted(
+            "Mistral Codestral endpoint",
+            "https://codestral.mistral.ai/v1",
+            "CODESTRAL_API_KEY",
+            "S/S/S",
+            "litellm",
+            "Mistral's wire assumed (Mistral's own endpoint; single source)",
+            **_MISTRAL,
+        ),
+        "deepseek": _hosted(
+            "DeepSeek",
+            "https://api.deepseek.com",
+            "DEEPSEEK_API_KEY",
+            "C/C/R",
+            "api-docs.deepseek.com/guides/thinking_mode; pydantic-ai, vercel/ai",
+            "thinking is on by default; thinking: {type: disabled} via provider_options; "
+            "reasoning in reasoning_content; prompt_cache_hit_tokens read as cache reads; "
+            "/v1 also accepted",
+        ),
+        "xai": _hosted(
+            "xAI (Grok)",
+            "https://api.x.ai/v1",
+            "XAI_API_KEY",
+            "C/C/C",
+            "vercel/ai xai provider, pydantic-ai, promptfoo",
+            "some grok models answer 400 to reasoning_effort (corroborated): retried without "
+            "it; reasoning in reasoning_content (single source); citations in responses",
+            aliases=("grok",),
+            retry_without_reasoning_effort=True,
+        ),
+        "openrouter": _hosted(
+            "OpenRouter",
+            "https://openrouter.ai/api/v1",
+            "OPENROUTER_API_KEY",
+            "D/C/D",
+            "openrouter.ai/docs/api-reference/streaming, /docs/errors, /docs/features/"
+            "provider-routing",
+            "': OPENROUTER PROCESSING' comments skipped; an error event after the 200 is a "
+            "typed error; reasoning in `reasoning`; routing (provider, models) via "
+            "provider_options",
+        ),
+        "gemini-openai": _hosted(
+            "Google Gemini API (OpenAI compatibility)",
+            "https://generativelanguage.googleapis.com/v1beta/openai",
+            "GEMINI_API_KEY",
+            "D/D/U",
+            "ai.google.dev/gemini-api/docs/openai",
+            "the native gemini adapter is the first choice",
+        ),
+        "vercel-ai-gateway": _hosted(
+            "Vercel AI Gateway",
+            "https://ai-gateway.vercel.sh/v1",
+            "AI_GATEWAY_API_KEY",
+            "D/D/D",
+            "vercel.com/docs/ai-gateway/openai-compat/advanced",
+            "reasoning request {max_tokens, enabled} via provider_options; reasoning in "
+            "`reasoning`; VERCEL_OIDC_TOKEN also accepted",
+        ),
+        "heroku": _hosted(
+            "Heroku Managed Inference",
+            "https://us.inference.heroku.com/v1",
+            "HEROKU_INFERENCE_KEY",
+            "S/S/U",
+            "pydantic-ai",
+            "HEROKU_INFERENCE_URL names the host",
+        ),
+        "minimax": _hosted(
+            "MiniMax",
+            "https://api.minimax.io/v1",
+            "MINIMAX_API_KEY",
+            "S/C/U",
+            "any-llm, models.dev",
+            "reasoning may come as <think> text in content (single source)",
+        ),
+        "inception": _hosted(
+            "Inception Labs (Mercury)",
+            "https://api.inceptionlabs.ai/v1",
+            "INCEPTION_API_KEY",
+            "C/C/U",
+            "models.dev, any-llm",
+        ),
+        "meta-llama": _hosted(
+            "Meta Llama API (compatibility endpoint)",
+            "https://api.llama.com/compat/v1",
+            "LLAMA_API_KEY",
+            "C/C/U",
+            "any-llm, models.dev",
+            aliases=("llama-api",),
+        ),
+        "requesty": _hosted(
+            "Requesty router",
+            "https://router.requesty.ai/v1",
+            "REQUESTY_API_KEY",
+            "C/C/U",
+            "models.dev, vercel/ai community page",
+        ),
+        "portkey": _hosted(
+            "Portkey gateway",
+            "https://api.portkey.ai/v1",
+            "PORTKEY_API_KEY",
+            "S/S/U",
+            "any-llm",
+            "the key header is unverified (sent as Authorization: Bearer)",
+        ),
+        "helicone": _hosted(
+            "Helicone AI Gateway",
+            "https://ai-gateway.helicone.ai/v1",
+            "HELICONE_API_KEY",
+            "C/C/U",
+            "models.dev, any-llm",
+            "litellm's base has no /v1 (conflict)",
+        ),
+        "gmicloud": _hosted(
+            "GMI Cloud",
+            "https://api.gmi-serving.com/v1",
+            "GMI_API_KEY",
+            "C/U/U",
+            "any-llm, litellm, vercel/ai, models.dev",
+            "three key names in four SDKs: GMI_API_KEY, GMI_CLOUD_APIKEY, GMICLOUD_API_KEY",
+        ),
+        "siliconflow": _hosted(
+            "SiliconFlow (international)",
+            "https://api.siliconflow.com/v1",
+            "SILICONFLOW_API_KEY",
+            "S/S/U",
+            "models.dev",
+        ),
+        "siliconflow-cn": _hosted(
+            "SiliconFlow (China)",
+            "https://api.siliconflow.cn/v1",
+            "SILICONFLOW_CN_API_KEY",
+            "S/S/U",
+            "models.dev",
+        ),
+        "chutes": _hosted(
+            "Chutes",
+            "https://llm.chutes.ai/v1",
+            "CHUTES_API_KEY",
+            "C/C/U",
+            "models.dev, litellm",
+        ),
+        "friendli": _hosted(
+            "FriendliAI (serverless)",
+            "https://api.friendli.ai/serverless/v1",
+            "FRIENDLI_TOKEN",
+            "C/C/U",
+            "vercel/ai community page, litellm",
+            "dedicated endpoints: https://api.friendli.ai/dedicated/v1",
+        ),
+        "nearai": _hosted(
+            "NEAR AI Cloud",
+            "https://cloud-api.near.ai/v1",
+            "NEARAI_API_KEY",
+            "C/S/U",
+            "models.dev, any-llm",
+        ),
+        "clarifai": _hosted(
+            "Clarifai (OpenAI endpoint)",
+            "https://api.clarifai.com/v2/ext/openai/v1",
+            "CLARIFAI_PAT",
+            "C/S/U",
+            "models.dev, litellm",
+        ),
+        "upstage": _hosted(
+            "Upstage (Solar)",
+            "https://api.upstage.ai/v1/solar",
+            "UPSTAGE_API_KEY",
+            "S/S/U",
+            "litellm",
+        ),
+        "stepfun": _hosted(
+            "StepFun",
+            "https://api.stepfun.com/v1",
+            "STEPFUN_API_KEY",
+            "S/S/U",
+            "models.dev",
+        ),
+        "volcengine-ark": _hosted(
+            "Volcengine Ark (ByteDance)",
+            "https://ark.cn-beijing.volces.com/api/v3",
+            "VOLCENGINE_API_KEY",
+            "S/S/U",
+            "litellm",
+        ),
+        "modelscope": _hosted(
+            "ModelScope API-Inference",
+            "https://api-inference.modelscope.cn/v1",
+            "MODELSCOPE_API_KEY",
+            "S/S/U",
+            "models.dev",
+        ),
+        "digitalocean": _hosted(
+            "DigitalOcean Gradient inference",
+            "https://inference.do-ai.run/v1",
+            "DIGITALOCEAN_ACCESS_TOKEN",
+            "S/S/U",
+            "models.dev",
+        ),
+        "wandb": _hosted(
+            "W&B Inference",
+            "https://api.inference.wandb.ai/v1",
+            "WANDB_API_KEY",
+            "S/S/U",
+            "models.dev",
+        ),
+        "vultr": _hosted(
+            "Vultr Serverless Inference",
+            "https://api.vultrinference.com/v1",
+            "VULTR_API_KEY",
+            "S/S/U",
+            "models.dev",
+        ),
+        "sarvam": _hosted(
+            "Sarvam AI",
+            "https://api.sarvam.ai/v1",
+            "SARVAM_API_KEY",
+            "C/C/S",
+            "litellm providers.json, models.dev",
+            "the key goes in api-subscription-key, not Bearer (single source)",
+            key_header="api-subscription-key",
+        ),
+        "poe": _hosted(
+            "Poe",
+            "https://api.poe.com/v1",
+            "POE_API_KEY",
+            "C/C/U",
+            "models.dev, litellm",
+        ),
+        "databricks": _hosted(
+            "Databricks (Mosaic AI gateway)",
+            None,
+            "DATABRICKS_TOKEN",
+            "S/C/U",
+            "models.dev, any-llm",
+            "base_url holds the workspace host (DATABRICKS_HOST)",
+            template="https://{workspace_host}/ai-gateway/mlflow/v1",
+        ),
+        "snowflake-cortex": _hosted(
+            "Snowflake Cortex REST",
+            None,
+            "SNOWFLAKE_CORTEX_PAT",
+            "S/S/U",
+            "models.dev",
+            "base_url holds the account",
+            template="https://{account}.snowflakecomputing.com/api/v2/cortex/v1",
+        ),
+        "ai21": _hosted(
+            "AI21 Studio",
+            "https://api.ai21.com/studio/v1",
+            "AI21_API_KEY",
+            "S/S/U",
+            "litellm",
+        ),
+        "ollama-cloud": _hosted(
+            "Ollama Cloud",
+            "https://ollama.com/v1",
+            "OLLAMA_API_KEY",
+            "S/S/U",
+            "models.dev",
+            "the local Ollama has its own adapter, `ollama`",
+        ),
+        "venice": _hosted(
+            "Venice.ai",
+            "https://api.venice.ai/api/v1",
+            "VENICE_API_KEY",
+            "S/U/U",
+            "models.dev, litellm",
+            "litellm names the key VENICE_AI_API_KEY",
+        ),
+        "xiaomi-mimo": _hosted(
+            "Xiaomi MiMo",
+            "https://api.xiaomimimo.com/v1",
+            "XIAOMI_API_KEY",
+            "C/U/U",
+            "models.dev, litellm",
+            "litellm names the key XIAOMI_MIMO_API_KEY",
+        ),
+        "synthetic": _hosted(
+            "Synthetic",
+            "https://api.synthetic.new/openai/v1",
+            "SYNTHETIC_API_KEY",
+            "C/C/U",
+            "models.dev, litellm",
+        ),
+        "nano-gpt": _hosted(
+            "NanoGPT",
+            "https://nano-gpt.com/api/v1",
+            "NANOGPT_API_KEY",
+            "C/U/U",
+            "litellm, models.dev",
+            "models.dev names the key NANO_GPT_API_KEY",
+        ),
+        "qiniu": _hosted(
+            "Qiniu AI",
+            "https://api.qnaigc.com/v1",
+            "QINIU_API_KEY",
+            "C/C/U",
+            "models.dev, litellm",
+        ),
+        "edenai": _hosted(
+            "Eden AI",
+            "https://api.edenai.run/v3",
+            "EDENAI_API_KEY",
+            "S/S/U",
+            "any-llm",
+        ),
+        # --- local engines (no provider key variable: a local port never gets one) --
+        "localai": _local(
+            "LocalAI",
+            "http://127.0.0.1:8080/v1",
+            "C/-/U",
+            "localai.io/docs (port 8080); promptfoo, llamaindex (the /v1 path)",
+            "a key is optional",
+        ),
+        "jan": _local(
+            "Jan local API server",
+            "http://127.0.0.1:1337/v1",
+            "D/-/U",
+            "jan.ai/docs/local-api",
+            "a key is required: the string set in Jan's Local API Server settings; built on "
+            "llama.cpp (its quirks unverified here)",
+            key_required=True,
+        ),
+        "llamafile": _local(
+            "llamafile",
+            "http://127.0.0.1:8080/v1",
+            "D/-/D",
+            "mozilla-ai/llamafile README",
+            "llama.cpp's server inside (documented); whether every build has the newer "
+            "llama.cpp fields is unverified",
+            dialect="llama.cpp",
+            base=_LlamaCppServer,
+            **_LLAMA_CPP,
+        ),
+        "koboldcpp": _local(
+            "KoboldCpp",
+            "http://127.0.0.1:5001/v1",
+            "D/-/D",
+            "LostRuins/koboldcpp koboldcpp.py (2024-10 snapshot)",
+            "in that snapshot whole responses carried a constant placeholder usage "
+            "(100/100/200): later releases unverified; tools emulated through a grammar",
+        ),
+        "tgi": _local(
+            "Hugging Face Text Generation Inference",
+            "http://127.0.0.1:8080/v1",
+            "D/-/D",
+            "huggingface/text-generation-inference router/src/lib.rs",
+            "in maintenance mode; response_format and tools cannot be combined; the bare "
+            "launcher's port is 3000 (8080 is the Docker example's)",
+            aliases=("text-generation-inference",),
+            structured=ModelCapabilities(json_mode=True, json_schema=True),
+            structured_output="tgi_grammar",
+        ),
+        "sglang": _local(
+            "SGLang",
+            "http://127.0.0.1:30000/v1",
+            "D/-/D",
+            "sgl-project/sglang docs (separate_reasoning)",
+            "reasoning in reasoning_content with --reasoning-parser; separate_reasoning and "
+            "stream_reasoning via provider_options",
+        ),
+        "text-generation-webui": _local(
+            "oobabooga text-generation-webui",
+            "http://127.0.0.1:5000/v1",
+            "D/-/D",
+            "oobabooga/text-generation-webui docs/12 - OpenAI API.md, modules/api",
+            "needs --api; no JSON mode (only a GBNF grammar_string), so structured output is "
+            "asked for in the prompt",
+            aliases=("oobabooga",),
+            structured=ModelCapabilities(json_mode=False, json_schema=False, grammar=False),
+        ),
+        "tabbyapi": _local(
+            "TabbyAPI (ExLlama)",
+            "http://127.0.0.1:5000/v1",
+            "D/-/D",
+            "theroyallab/tabbyAPI config_sample.yml, endpoints/OAI",
+            "a key is required by default (server-generated tokens; x-api-key or Bearer)",
+            key_required=True,
+        ),
+        "lmdeploy": _local(
+            "LMDeploy api_server",
+            "http://127.0.0.1:23333/v1",
+            "D/-/D",
+            "InternLM/lmdeploy lmdeploy/serve/openai/protocol.py",
+        ),
+        "mlx-lm": _local(
+            "MLX LM server",
+            "http://127.0.0.1:8080/v1",
+            "D/-/D",
+            "ml-explore/mlx-lm mlx_lm/server.py",
+            "reasoning in `reasoning`; structured output unverified",
+        ),
+        "xinference": _local(
+            "Xorbits Inference",
+            "http://127.0.0.1:9997/v1",
+            "D/-/D",
+            "xorbitsai/inference doc/source/getting_started",
+        ),
+        "docker-model-runner": _local(
+            "Docker Model Runner",
+            "http://127.0.0.1:12434/engines/v1",
+            "C/-/U",
+            "docs.docker.com (port); Kestra docs (the /engines/v1 path)",
+            "from a container: http://model-runner.docker.internal/engines/v1",
+        ),
+        "lemonade": _local(
+            "Lemonade Server",
+            "http://127.0.0.1:13305/v1",
+            "D/-/U",
+            "lemonade-sdk/lemonade README",
+            "the README's Python sample uses /api/v1",
+        ),
+        "cascadia": _local(
+            "Cascadia",
+            "http://127.0.0.1:9090/v1",
+            "S/-/U",
+            "any-llm",
+            "CASCADIA_API_KEY is optional (not read: set ANYINFER_CASCADIA_API_KEY)",
         ),
     }
 )
@@ -622,13 +1461,20 @@ def preset_adapter(provider_id: str) -> type[OpenAICompatAdapter]:
     cls = _PRESET_CLASSES.get((provider_id, preset))
     if cls is None:
         name = preset.name or "".join(c for c in provider_id.title() if c.isalnum()) + "Adapter"
+        where = preset.default_base_url or preset.base_url_template
         attrs: dict[str, Any] = {
             "__module__": __name__,
-            "__doc__": preset.doc or f"The {provider_id} OpenAI-compatible preset.",
+            "__doc__": preset.doc
+            or f"{preset.title or provider_id}: the {provider_id} OpenAI-compatible preset "
+            f"({where}).",
             "provider_id": provider_id,
             "default_base_url": preset.default_base_url,
+            "api_key_env": preset.api_key_env,
+            "api_key_required": preset.key_required,
+            "base_url_template": where or OpenAICompatAdapter.base_url_template,
             "default_engine": provider_id,
             "profile": preset.profile,
+            "preset": preset,
         }
         cls = type(name, (preset.base,), attrs)
         _PRESET_CLASSES[(provider_id, preset)] = cls
@@ -638,6 +1484,117 @@ def preset_adapter(provider_id: str) -> type[OpenAICompatAdapter]:
 def preset_adapters() -> tuple[type[OpenAICompatAdapter], ...]:
     """Every preset's adapter class, in `PRESETS` order (the registry's built-ins)."""
     return tuple(preset_adapter(pid) for pid in PRESETS)
+
+
+@dataclass(frozen=True, slots=True)
+class PresetSummary:
+    """What one preset is and whether this environment can reach it (no values shown).
+
+    Attributes:
+        provider_id: The preset's id.
+        title: The service or engine.
+        base_url: Where requests go: `ANYINFER_<ID>_BASE_URL` when set, else the
+            preset's default; `None` when neither (a templated URL must be given).
+        base_url_template: The endpoint's shape, for templated URLs.
+        key_envs: Variables consulted for the key, in order.
+        key_set: Which of `key_envs` is set (its name, never its value), or `None`.
+        key_required: Whether the adapter refuses to build without a key.
+        local: Whether `base_url` is on this machine.
+        evidence: The entry's evidence grades (`Preset.evidence`).
+    """
+
+    provider_id: str
+    title: str
+    base_url: str | None
+    base_url_template: str
+    key_envs: tuple[str, ...]
+    key_set: str | None
+    key_required: bool
+    local: bool
+    evidence: str
+
+    @property
+    def ready(self) -> bool:
+        """Whether an adapter would build: a URL, and a key when one is required."""
+        return self.base_url is not None and (self.key_set is not None or not self.key_required)
+
+
+def preset_summaries(environ: Mapping[str, str] | None = None) -> list[PresetSummary]:
+    """Every preset, in `PRESETS` order, with what the environment supplies for it.
+
+    For `anyinfer doctor` and listings: reads only variable names' presence, sends
+    nothing and shows no secret.
+
+    Args:
+        environ: The environment to read; defaults to `os.environ`.
+    """
+    import os
+
+    from .._client.instance import instance_config, locality_of
+    from .._settings import ProviderSettings
+
+    env = os.environ if environ is None else environ
+    out: list[PresetSummary] = []
+    for pid, preset in PRESETS.items():
+        config = instance_config(ProviderSettings(pid), preset_adapter(pid), environ=env)
+        key_set = next((name for name in config.key_envs if env.get(name)), None)
+        out.append(
+            PresetSummary(
+                provider_id=pid,
+                title=preset.title or pid,
+                base_url=config.base_url,
+                base_url_template=preset.base_url_template,
+                key_envs=config.key_envs,
+                key_set=key_set,
+                key_required=preset.key_required,
+                local=locality_of(config.base_url) == "local",
+                evidence=preset.evidence,
+            )
+        )
+    return out
+
+
+_REQUEST_ONLY_QUIRKS = frozenset(
+    {
+        "engine",
+        "max_tokens_field",
+        "stream_usage",
+        "structured_output",
+        "json_object",
+        "send_reasoning_effort",
+        "seed_field",
+        "tool_choice_required",
+        "drop_fields",
+        "retry_without_reasoning_effort",
+        "key_header",
+    }
+)
+"""Quirks that change only what a request carries (its fields, its key header), or act
+only on a field (`reasoning_effort`) the conformance suite's requests never send."""
+
+
+def reading_behaviour(cls: type[Any]) -> tuple[Any, ...] | None:
+    """How an OpenAI-compatible class reads responses, as a hashable value.
+
+    Two classes with equal values run the same response-reading code with the same
+    reading quirks: the class they extend, and every `Quirks` field outside
+    `_REQUEST_ONLY_QUIRKS`. The conformance suite runs its full property suite once
+    per value (and dialect) and a per-entry check for every other preset.
+
+    Returns:
+        The value, or `None` for a class that is neither `OpenAICompatAdapter` nor a
+        preset's class (its behaviour is its own).
+    """
+    if cls is OpenAICompatAdapter:
+        base: type[Any] = cls
+    elif isinstance(vars(cls).get("preset"), Preset):
+        base = cls.__bases__[0]
+    else:
+        return None
+    quirks = quirks_for(cls.default_engine, {})
+    names = [f.name for f in fields(quirks) if f.name not in _REQUEST_ONLY_QUIRKS]
+    reading = tuple((name, getattr(quirks, name)) for name in names)
+    return (base, reading)
 
 
 LlamaCppAdapter = preset_adapter("llama.cpp")
@@ -656,6 +1613,14 @@ def _rejects_stream_options(exc: ProviderError) -> bool:
         return False
     said = exc.message.lower()
     return "stream_options" in said or "include_usage" in said
+
+
+def _rejects_reasoning_effort(exc: ProviderError) -> bool:
+    """A 400/422 naming the effort field (xAI says `reasoningEffort`)."""
+    if exc.http_status not in _STREAM_OPTIONS_REJECTED:
+        return False
+    said = exc.message.lower()
+    return "reasoning_effort" in said or "reasoningeffort" in said
 
 
 def _walk(chunk: dict[str, Any], path: str) -> Any:

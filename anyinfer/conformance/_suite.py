@@ -7,6 +7,7 @@ provider speaking the adapter's dialect.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
     from anyinfer.fakeservers import Script
 
+    from .registry import AdapterEntry, ConformanceRegistry
     from .runner import Harness
 
 STREAM = (G1, G2, G3, G4, TRAILING_USAGE, FAILURE_FLUSH, RESULT_AGREEMENT, ERROR_TYPE, ONE_REQUEST)
@@ -39,9 +41,16 @@ WHOLE = (RESULT_AGREEMENT, ERROR_TYPE, ONE_REQUEST)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run every test once per selected adapter."""
+    """Run every test once per selected adapter: the property tests for each adapter
+    that does not stand on another selected one (`registry.standing`), the entry check
+    (`test_preset_entry`) for each one that does."""
     if "anyinfer_adapter" in metafunc.fixturenames:
+        from .registry import standing
+
         entries = adapter_entries(metafunc.config)
+        stands = standing(entries)
+        want = metafunc.function is test_preset_entry
+        entries = [e for e in entries if (e.name in stands) == want]
         metafunc.parametrize("anyinfer_adapter", entries, ids=[e.name for e in entries])
 
 
@@ -316,3 +325,90 @@ def test_schema_repair_rerun(anyinfer_harness: Harness) -> None:
         text = "".join(e.text for e in events[last:] if isinstance(e, ai.TextDelta))
         assert text == result.text
         transport.assert_all_used()
+
+
+ENTRY_CHECK = (G1, G2, G3, G4, TRAILING_USAGE, RESULT_AGREEMENT, ONE_REQUEST)
+"""What `test_preset_entry` checks itself, for an entry standing on another's full run."""
+
+
+@pytest.mark.anyinfer_conformance(covers=ENTRY_CHECK)
+def test_preset_entry(
+    anyinfer_adapter: AdapterEntry, anyinfer_conformance_registry: ConformanceRegistry
+) -> None:
+    """A preset that reads responses as another entry does (`AdapterEntry.stands_on`):
+    its class is the one its `PRESETS` entry makes; with no `base_url` given, a request
+    goes to its own default URL's path (a templated URL filled in) with its key where
+    its quirks put it and its request quirks applied; and documented streams (text with
+    usage, a tool call) and a whole response decode with every guarantee holding."""
+    import dataclasses
+    from urllib.parse import urlsplit
+
+    import httpx
+
+    from anyinfer._providers.openai_compat import PRESETS, preset_adapter, quirks_for
+    from anyinfer.fakeservers import FakeTransport
+
+    from .runner import Harness as _Harness
+    from .runner import documented_scripts
+
+    entry = anyinfer_adapter
+    preset = PRESETS[entry.name]
+    cls = entry.resolve_class()
+    assert cls is preset_adapter(entry.name), f"{entry.name}: not its PRESETS entry's class"
+    assert (cls.default_base_url, cls.api_key_env) == (preset.default_base_url, preset.api_key_env)
+    url = preset.default_base_url or preset.base_url_template.format_map(_Filled("conformance"))
+    quirks = quirks_for(entry.name, {})
+    seen: list[httpx.Request] = []
+
+    class Recording(FakeTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            seen.append(request)
+            return await super().handle_async_request(request)
+
+    class OwnURL(_Harness):
+        def settings(self, **kw: Any) -> Any:
+            chosen = super().settings(**kw)
+            # The preset's own default; only a templated URL needs one given.
+            return dataclasses.replace(chosen, base_url=None if preset.default_base_url else url)
+
+    harness = OwnURL(
+        anyinfer_conformance_registry,
+        entry,
+        transport_factory=lambda dialect, scripts: Recording(dialect, scripts),
+    )
+    cases = dict(documented_scripts(harness.dialect))
+    runs = (
+        (cases["finish reason 'stop'"], "async-stream"),
+        (cases["finish reason 'tool_calls'"], "sync-stream"),
+        (cases["finish reason 'length'"], "async-generate"),
+    )
+    path = urlsplit(url).path.rstrip("/") + "/chat/completions"
+    key = harness.settings().api_key
+    for script, mode in runs:
+        seen.clear()
+        harness.verify(script, mode)  # type: ignore[arg-type]
+        (request,) = seen
+        assert (request.url.host, request.url.path) == (urlsplit(url).hostname, path), (
+            f"{entry.name}: request went to {request.url}, not under {url}"
+        )
+        header = quirks.key_header.lower()
+        expected = f"Bearer {key}" if header == "authorization" else key
+        assert request.headers.get(header) == expected, f"{entry.name}: key not in {header}"
+        body = json.loads(request.content)
+        streamed = mode.endswith("-stream")
+        assert ("stream_options" in body) == (streamed and quirks.stream_usage), (
+            f"{entry.name}: stream_options {'sent' if 'stream_options' in body else 'missing'}"
+        )
+        for name in quirks.drop_fields:
+            assert name not in body, f"{entry.name}: {name} sent"
+
+
+class _Filled(dict[str, str]):
+    """Fills every `{placeholder}` of a URL template with one value."""
+
+    def __init__(self, value: str) -> None:
+        super().__init__()
+        self.value = value
+
+    def __missing__(self, key: str) -> str:
+        return self.value

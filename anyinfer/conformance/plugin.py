@@ -13,7 +13,7 @@ tests, and ends with an adapter x guarantee matrix.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -399,6 +399,17 @@ def pytest_runtest_makereport(
     return report
 
 
+def _row(state: _State, name: str, basis: str | None, guarantees: Sequence[str]) -> list[str]:
+    """An entry's matrix cells: its own, or, for an entry standing on `basis`, the
+    basis's results once its own entry check held (its own cells when it did not)."""
+    own = [state.cells.get((name, g), "-") for g in guarantees]
+    if basis is None or "FAIL" in own or "error" in own:
+        return own
+    if "ok" not in own:  # its entry check did not run (or was skipped)
+        return own
+    return [state.cells.get((basis, g), "-") for g in guarantees]
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Print the adapter x guarantee matrix."""
     state = config.stash.get(_STATE, None)
@@ -407,18 +418,22 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from hypothesis import settings
 
     from .checker import GUARANTEES, SHORT_NAMES
+    from .registry import standing
 
     names = [e.name for e in state.entries]
     first = max(len("adapter"), *(len(n) for n in names)) + 2
     labels = [SHORT_NAMES.get(g, g) for g in GUARANTEES]
     widths = [max(len(label), 4) + 2 for label in labels]
+    stands = standing(state.entries)
     tr = terminalreporter
     tr.section("anyinfer conformance: adapter x guarantee")
     header = "adapter".ljust(first) + "".join(lb.ljust(w) for lb, w in zip(labels, widths))
     tr.write_line(header.rstrip())
     for entry in state.entries:
-        cells = [state.cells.get((entry.name, g), "-") for g in GUARANTEES]
+        cells = _row(state, entry.name, stands.get(entry.name), GUARANTEES)
         line = entry.name.ljust(first) + "".join(c.ljust(w) for c, w in zip(cells, widths))
+        if entry.name in stands:
+            line = line.rstrip() + f"  (as {stands[entry.name]})"
         bad = "FAIL" in cells or "error" in cells
         tr.write_line(line.rstrip(), red=bad, green=not bad and "ok" in cells)
     tr.write_line("")
@@ -428,7 +443,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         "ok: held in every example; FAIL: broken (see the report above); error: the test "
         "failed for another reason; -: not reached"
     )
-    dialects = ", ".join(f"{e.name}: {e.dialect}" for e in state.entries)
+    if stands:
+        tr.write_line(
+            f"(as X): {len(stands)} presets read responses exactly as X does (same dialect, "
+            "adapter code and reading quirks; they differ in URL, key and request fields), so "
+            "the property suite ran once, for X; each ran its own entry check (its class, its "
+            "URL path, key header and request quirks, documented streams and a whole "
+            "response): its row shows X's results when that check held, else its own"
+        )
+    dialects = ", ".join(f"{e.name}: {e.dialect}" for e in state.entries if e.name not in stands)
     tr.write_line(f"dialects: {dialects}")
     profile = settings.get_current_profile_name()
     examples = state.examples_option or settings().max_examples

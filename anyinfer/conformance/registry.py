@@ -20,7 +20,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ __all__ = [
     "AdapterEntry",
     "ConformanceRegistry",
     "RegistryError",
+    "standing",
 ]
 
 _GLOB = re.compile(r"[*?\[]")
@@ -84,6 +85,11 @@ class AdapterEntry:
         settings: Extra `ProviderSettings` fields (headers, options, api_version,
             timeout_s...).
         origin: Where the registration came from, for reports.
+        stands_on: For a built-in OpenAI-compatible preset that reads responses exactly
+            as another entry does (same dialect, settings, adapter code and reading
+            quirks): that entry's name. When both are selected, the full property
+            suite runs for that entry only, and this one gets its own entry check
+            (`test_preset_entry`); the matrix shows its row as standing on that entry.
     """
 
     name: str
@@ -91,6 +97,7 @@ class AdapterEntry:
     dialect: str
     settings: Mapping[str, Any] = field(default_factory=dict)
     origin: str = ""
+    stands_on: str | None = None
 
     def resolve_class(self) -> type[Adapter]:
         """The adapter class, looked up in AnyInfer's registry when not given."""
@@ -285,6 +292,49 @@ class ConformanceRegistry:
                 ) from exc
 
 
+def standing(entries: Iterable[AdapterEntry]) -> dict[str, str]:
+    """Entries that stand on another selected entry's full run: name to that entry's name.
+
+    An entry whose `stands_on` entry is not among `entries` is not standing: the full
+    suite runs for it (naming one preset with `--anyinfer-adapter` checks it in full).
+    Nor is one whose basis a `pytest_anyinfer_configure` hook or entry point replaced.
+    """
+    by_name = {e.name: e for e in entries}
+    found: dict[str, str] = {}
+    for entry in by_name.values():
+        basis = by_name.get(entry.stands_on or "")
+        # Only a built-in on the built-in it was grouped with (a hook may replace either).
+        if basis is not None and entry.origin == basis.origin == "built-in":
+            found[entry.name] = basis.name
+    return found
+
+
+def _group_presets(registry: ConformanceRegistry, classes: Mapping[str, type[Adapter]]) -> None:
+    """Mark each built-in preset that reads responses as an earlier entry does.
+
+    Entries are grouped by dialect, settings and `openai_compat.reading_behaviour`; a
+    group's first member stands for it, a class that is not a preset (`openai-compat`)
+    before the presets, which go in `PRESETS` order.
+    """
+    from anyinfer._providers.openai_compat import PRESETS, reading_behaviour
+
+    order = [n for n in registry.names() if n not in PRESETS] + [
+        n for n in PRESETS if n in registry
+    ]
+    first: dict[Any, str] = {}
+    for name in order:
+        entry = registry.get(name)
+        cls = classes.get(name)
+        behaviour = reading_behaviour(cls) if cls is not None and not entry.settings else None
+        if behaviour is None:
+            continue
+        key = (entry.dialect, behaviour)
+        if key not in first:
+            first[key] = name
+        elif name in PRESETS:
+            registry._entries[name] = replace(entry, stands_on=first[key])
+
+
 def _entry_points(group: str) -> list[Any]:
     from importlib.metadata import entry_points
 
@@ -305,6 +355,7 @@ def load_builtins(registry: ConformanceRegistry) -> None:
     registry.origin = "built-in"
     fallback = dict(BUILTIN_ADAPTERS)
     builtins = ProviderRegistry(builtins=True, entry_points=False)
+    classes: dict[str, type[Adapter]] = {}
     for name in builtins.ids():
         try:
             cls = builtins.adapter_class(name)
@@ -313,6 +364,8 @@ def load_builtins(registry: ConformanceRegistry) -> None:
         dialect = cls.profile.conformance_dialect or fallback.get(name)
         if dialect:
             registry.add(name, None, dialect=dialect)
+            classes[name] = cls
+    _group_presets(registry, classes)
     for name, provider, dialect, settings in BUILTIN_VARIANTS:
         registry.add(name, builtins.adapter_class(provider), dialect=dialect, settings=settings)
 
