@@ -1062,8 +1062,10 @@ class HTTPAdapter(Adapter):
                 elif kind == "json-array":
                     array = JSONArrayFramer(pid, self.max_frame_bytes)
                     reads = self.iter_frames(response, request, array)
+                elif kind == "sse+json":
+                    reads = self.iter_sse(response, request, bare_json=True)
                 else:
-                    reads = self.iter_sse(response, request, bare_json=kind == "sse+json")
+                    reads = self.iter_sse(response, request)
                 feed = _one
                 take = None
             count = 0

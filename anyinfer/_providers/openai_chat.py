@@ -30,7 +30,7 @@ from .._messages import ImageContent, Message, TextContent
 from .._request import GenerationRequest
 from .._stream.parts import FinishPart, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
 from .._types import Usage
-from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
+from ._wire import as_dict, as_list, as_str, flushed, opt_dict, opt_int, opt_str
 
 __all__ = ["OpenAIChatAdapter", "RefusalWatch"]
 
@@ -217,19 +217,29 @@ class OpenAIChatAdapter(HTTPAdapter):
             empty_ok=empty_ok,
         )
 
-    def parts_from_chunk(self, chunk: Any, key: str) -> Iterator[Part]:
+    def parts_from_chunk(self, chunk: Any, key: str) -> Iterable[Part]:
         """Parts of one stream chunk (`key="delta"`) or a whole response (`"message"`).
 
         Type checks are inlined on the common path; the checked accessors run only to
-        raise the `ProtocolError` that names the offending field.
+        raise the `ProtocolError` that names the offending field. The parts are built in
+        a list; a chunk that fails part-way returns them followed by its error
+        (`flushed`), so its usage still counts.
         """
+        out: list[Part] = []
+        try:
+            self._chunk_parts(chunk, key, out)
+        except Exception as exc:
+            return flushed(out, exc)
+        return out
+
+    def _chunk_parts(self, chunk: Any, key: str, out: list[Part]) -> None:
         if not isinstance(chunk, dict):
             as_dict(chunk, self.instance_id, "chunk")
         usage = self.chunk_usage(chunk)
         error = chunk.get("error")
         if error is not None:
             if usage:  # flush what the failing frame still reports before failing
-                yield UsagePart(self.usage_from(usage))
+                out.append(UsagePart(self.usage_from(usage)))
             # Gateways (OpenRouter, Groq) put the upstream HTTP status in the frame.
             message, code, status = error_fields(error, self.error_code_keys)
             raise self.error_from_parts(status, message, code, phase="stream")
@@ -245,14 +255,14 @@ class OpenAIChatAdapter(HTTPAdapter):
             if delta is not None and not isinstance(delta, dict):
                 as_dict(delta, self.instance_id, "choices[]." + key)
             if delta:
-                yield from self.parts_from_delta(delta, key)
+                out.extend(self.parts_from_delta(delta, key))
             reason = choice.get("finish_reason")
             if reason is not None and not isinstance(reason, str):
                 opt_str(reason, self.instance_id, "finish_reason")
             if reason:
-                yield FinishPart(FINISH_MAP.get(reason, reason))
+                out.append(FinishPart(FINISH_MAP.get(reason, reason)))
         if usage:
-            yield UsagePart(self.usage_from(usage))
+            out.append(UsagePart(self.usage_from(usage)))
 
     def chunk_usage(self, chunk: dict[str, Any]) -> dict[str, Any] | None:
         """The OpenAI-shaped usage object a chunk (or whole response) carries, if any.
@@ -272,27 +282,33 @@ class OpenAIChatAdapter(HTTPAdapter):
             usage = opt_dict(x_groq.get("usage"), pid, "x_groq.usage") if x_groq else None
         return usage
 
-    def parts_from_delta(self, delta: dict[str, Any], key: str) -> Iterator[Part]:
-        """Parts of one `delta` (or `message`) object."""
-        for field in self.reasoning_fields:
-            reasoning = delta.get(field)
-            if reasoning and isinstance(reasoning, str):
-                yield ReasoningPart(reasoning)
-                break
-        content = delta.get("content")
-        if content:
-            if isinstance(content, str):
-                yield TextPart(content)
-            elif isinstance(content, list):
-                yield from _content_list_parts(content, self.instance_id, key)
-            else:
-                as_str(content, self.instance_id, key + ".content")
-        refusal = delta.get("refusal")
-        if refusal:
-            yield TextPart(as_str(refusal, self.instance_id, key + ".refusal"))
-        calls = delta.get("tool_calls")
-        if calls is not None:
-            yield from self._tool_call_parts(calls)
+    def parts_from_delta(self, delta: dict[str, Any], key: str) -> Iterable[Part]:
+        """Parts of one `delta` (or `message`) object (built in a list, as
+        `parts_from_chunk`'s are)."""
+        out: list[Part] = []
+        try:
+            for field in self.reasoning_fields:
+                reasoning = delta.get(field)
+                if reasoning and isinstance(reasoning, str):
+                    out.append(ReasoningPart(reasoning))
+                    break
+            content = delta.get("content")
+            if content:
+                if type(content) is str:
+                    out.append(TextPart(content))
+                elif isinstance(content, list):
+                    out.extend(_content_list_parts(content, self.instance_id, key))
+                else:
+                    out.append(TextPart(as_str(content, self.instance_id, key + ".content")))
+            refusal = delta.get("refusal")
+            if refusal:
+                out.append(TextPart(as_str(refusal, self.instance_id, key + ".refusal")))
+            calls = delta.get("tool_calls")
+            if calls is not None:
+                out.extend(self._tool_call_parts(calls))
+        except Exception as exc:
+            return flushed(out, exc)
+        return out
 
     def _tool_call_parts(self, calls: Any) -> Iterator[Part]:
         pid = self.instance_id
@@ -389,6 +405,8 @@ class RefusalWatch:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get(key)
+            if type(delta) is dict and "refusal" not in delta:
+                continue  # the usual delta: nothing to look at
             refusal = delta.get("refusal") if isinstance(delta, dict) else None
             if isinstance(refusal, str) and refusal:
                 self.refused = True
