@@ -13,13 +13,18 @@ What lives here:
 - `Caller` (and the module-level `generate` / `stream`): one call through the real
   `AsyncClient`, returning the `Generation`, or the events, result and typed error as an
   `Outcome`.
+- `QuietHandler` / `http_server`: a stdlib HTTP server on a loopback port, in a thread,
+  for tests that need a real socket (cassette recording, pricing mirrors, header echoes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple, TypeVar
 
 import httpx
@@ -30,7 +35,9 @@ __all__ = [
     "NO_RETRY",
     "Caller",
     "Outcome",
+    "QuietHandler",
     "generate",
+    "http_server",
     "run",
     "settings",
     "settings_for",
@@ -83,6 +90,46 @@ def sse(
             out += b"event: " + str(payload["type"]).encode() + end
         out += b"data: " + json.dumps(payload).encode() + end + end
     return out + (b"data: [DONE]" + end + end if done else b"")
+
+
+# --- a real loopback server ----------------------------------------------------------------
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that logs nothing, with `reply` for a whole response."""
+
+    def reply(self, status: int, body: bytes, content_type: str, **headers: str) -> None:
+        """Send `status` with `body` (its type and length) and any further headers
+        (`x_echo="..."` is sent as `x-echo`)."""
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        for name, value in headers.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing: a test's output is its assertions."""
+
+
+@contextmanager
+def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve `handler` on a free loopback port from a daemon thread.
+
+    Yields:
+        The server's root URL, `http://127.0.0.1:<port>`; the server is shut down and its
+        thread joined on exit.
+    """
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 # --- provider settings ---------------------------------------------------------------------

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 from urllib.parse import quote
 
 import pytest
-from helpers import NO_RETRY
+from helpers import NO_RETRY, QuietHandler, http_server
 
 import anyinfer as ai
 from anyinfer._client.credentials import check_secret
@@ -243,7 +240,7 @@ def echo_header_server() -> Iterator[tuple[str, list[str]]]:
     """An OpenAI-style endpoint that echoes the request's key in a response header."""
     seen: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         protocol_version = "HTTP/1.1"
 
         def do_POST(self) -> None:
@@ -264,23 +261,10 @@ def echo_header_server() -> Iterator[tuple[str, list[str]]]:
                     ],
                 }
             ).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("x-echo-key", key)
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(200, body, "application/json", x_echo_key=key)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with http_server(Handler) as url:
+        yield f"{url}/v1", seen
 
 
 def test_httpcore_debug_logs_mask_an_echoed_header(

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
+from helpers import QuietHandler, http_server
 
 import anyinfer as ai
 from anyinfer.conformance import cassettes
@@ -26,7 +24,7 @@ def _chunk(content: str) -> str:
 def split_key_server() -> Iterator[str]:
     """An OpenAI-style stream whose text spells the key across two events."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["content-length"]))
             done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
@@ -35,22 +33,10 @@ def split_key_server() -> Iterator[str]:
                 + _chunk(KEY[12:] + ", keep it safe")
                 + f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n"
             ).encode()
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(200, body, "text/event-stream")
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with http_server(Handler) as url:
+        yield f"{url}/v1"
 
 
 def test_a_key_split_across_two_events_never_reaches_the_cassette(

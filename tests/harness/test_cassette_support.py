@@ -5,14 +5,13 @@ from __future__ import annotations
 import gzip
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 import pytest
+from helpers import QuietHandler, http_server
 
 import anyinfer as ai
 from anyinfer.conformance import cassettes
@@ -27,7 +26,7 @@ REGISTERED = "registered-only-secret-value-42"
 def leaky_server() -> Iterator[str]:
     """A provider that echoes secrets back in headers and a gzipped SSE body."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["content-length"]))
             body = (
@@ -35,26 +34,18 @@ def leaky_server() -> Iterator[str]:
                 f'{REGISTERED}"}},"finish_reason":"stop"}}]}}\n\ndata: [DONE]\n\n'
             ).encode()
             packed = gzip.compress(body)
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("content-encoding", "gzip")
-            self.send_header("set-cookie", f"session={SECRET}")
-            self.send_header("openai-organization", "org-abcdefghijklmnopqrstu")
-            self.send_header("x-echo", SECRET)
-            self.send_header("content-length", str(len(packed)))
-            self.end_headers()
-            self.wfile.write(packed)
+            self.reply(
+                200,
+                packed,
+                "text/event-stream",
+                content_encoding="gzip",
+                set_cookie=f"session={SECRET}",
+                openai_organization="org-abcdefghijklmnopqrstu",
+                x_echo=SECRET,
+            )
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with http_server(Handler) as url:
+        yield f"{url}/v1"
 
 
 def test_planted_secret_never_reaches_the_cassette(tmp_path: Path, leaky_server: str) -> None:

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from datetime import date
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from helpers import QuietHandler, http_server
 
 from anyinfer._errors import ConfigError, ProviderError
 from anyinfer._knowledge.pricing import (
@@ -346,19 +345,11 @@ def test_from_genai_prices_rejects_other_shapes(tmp_path: Path) -> None:
 # --- fetching ----------------------------------------------------------------------------
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     routes: ClassVar[dict[str, tuple[int, bytes]]] = {}
 
     def do_GET(self) -> None:
-        status, body = self.routes.get(self.path, (404, b"not found"))
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.reply(*self.routes.get(self.path, (404, b"not found")), "application/json")
 
 
 @pytest.fixture(scope="module")
@@ -374,15 +365,8 @@ def server() -> Iterator[str]:
         "/wrong-format": (200, b'{"format": "something-else/2"}'),
         "/boom": (500, b"{}"),
     }
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
+    with http_server(_Handler) as url:
+        yield url
 
 
 @pytest.mark.loopback

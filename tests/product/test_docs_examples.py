@@ -18,15 +18,14 @@ import inspect
 import json
 import re
 import sys
-import threading
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import QuietHandler, http_server
 
 import anyinfer as ai
 from anyinfer.fakeservers import FakeServer, Script, ScriptUsage, Text
@@ -74,26 +73,12 @@ def pricing_mirror() -> Iterator[str]:
     """Serve the bundled pricing table over loopback, as a pricing mirror would."""
     body = json.dumps(ai.PricingTable.default().to_json()).encode()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(200, body, "application/json")
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/pricing.json"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with http_server(Handler) as url:
+        yield f"{url}/pricing.json"
 
 
 @pytest.fixture
