@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -47,6 +46,8 @@ logger = logging.getLogger("anyinfer")
 
 def new_request_id() -> str:
     """A fresh, unique request id."""
+    import uuid  # here: it imports `platform`, a few ms no unobserved request needs
+
     return uuid.uuid4().hex
 
 
