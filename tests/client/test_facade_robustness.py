@@ -15,20 +15,15 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from helpers import settings_for
+from helpers import settings_for, sse
 
 import anyinfer as ai
 from anyinfer.fakeservers import FakeServer, Fault, Script, Text
 
-
-def _sse(*texts: str) -> bytes:
-    chunks = [{"choices": [{"index": 0, "delta": {"content": t}}]} for t in texts]
-    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
-    return body + b"data: [DONE]\n\n"
-
-
-GOOD = _sse("Hel", "lo")
+GOOD = sse(
+    *({"choices": [{"index": 0, "delta": {"content": t}}]} for t in ("Hel", "lo")),
+    {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+)
 WHOLE = {"choices": [{"index": 0, "message": {"content": "whole"}, "finish_reason": "stop"}]}
 
 

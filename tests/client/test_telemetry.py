@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from helpers import sse
 
 from anyinfer._errors import RateLimitError
 from anyinfer._messages import Message, TextContent
@@ -387,13 +388,6 @@ def test_otel_observer_works_with_apis_before_bucket_advice() -> None:
 # --- what the client reports, request by request ---------------------------------------
 
 
-def _sse(*payloads: dict[str, Any], done: bool = True) -> bytes:
-    import json
-
-    body = "".join(f"data: {json.dumps(p)}\n\n" for p in payloads)
-    return (body + ("data: [DONE]\n\n" if done else "")).encode()
-
-
 def _delta(text: str | None = None, finish: str | None = None) -> dict[str, Any]:
     delta = {} if text is None else {"content": text}
     return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -453,7 +447,7 @@ def test_client_reports_retries_fallbacks_and_the_answer_in_order() -> None:
     import anyinfer as ai
 
     overloaded = (503, b'{"error": {"message": "busy", "type": "x"}}')
-    answer = (200, _sse(_delta("hel"), _delta("lo"), _delta(finish="stop"), USAGE_CHUNK))
+    answer = (200, sse(_delta("hel"), _delta("lo"), _delta(finish="stop"), USAGE_CHUNK))
     client, rec = _observed_client(a=[overloaded], b=[answer])
     route = ai.Route(
         ["a:m", "b:m"], retry=ai.RetryPolicy(max_retries=1, backoff_base_s=0.001, jitter=0.0)
@@ -491,7 +485,7 @@ def test_client_reports_a_failed_request_with_the_usage_it_flushed() -> None:
 
     import anyinfer as ai
 
-    cut = (200, _sse(USAGE_CHUNK, done=False))  # usage, then the connection ends
+    cut = (200, sse(USAGE_CHUNK, done=False))  # usage, then the connection ends
     client, rec = _observed_client(a=[cut])
     route = ai.Route("a:m", retry=ai.RetryPolicy(max_retries=0))
 
