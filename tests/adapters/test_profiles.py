@@ -251,6 +251,29 @@ def test_one_preset_entry_is_resolvable_listed_and_under_conformance(
     client = ai.AsyncClient(providers=[ai.ProviderSettings("acme-local")], registry=registry)
     assert client._local_engines("acme-local") == (("llama.cpp",), True)
 
+    # Listed where presets are listed (`anyinfer doctor`, the docs table's source) ...
+    listed = {s.provider_id: s for s in openai_compat.preset_summaries({})}
+    assert listed["acme-local"].base_url == "http://127.0.0.1:9911/v1"
+    assert listed["acme-local"].local
+    # ... and a request through the ordinary client goes to its URL and is read back.
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        body = {
+            "choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+        }
+        return httpx.Response(200, json=body)
+
+    settings = ai.ProviderSettings("acme-local", transport=httpx.MockTransport(answer))
+    with ai.Client([settings], registry=registry) as sync_client:
+        result = sync_client.generate("hi", target="acme-local:m")
+    assert seen == ["http://127.0.0.1:9911/v1/chat/completions"]
+    assert result.text == "hi"
+    assert result.target.provider == "acme-local"
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (3, 1)
+
 
 def test_builtin_presets_keep_their_names_and_facts() -> None:
     from anyinfer._providers.openai_compat import LlamaCppAdapter, LMStudioAdapter, VLLMAdapter
