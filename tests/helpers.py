@@ -15,6 +15,8 @@ What lives here:
   `Outcome`.
 - `QuietHandler` / `http_server`: a stdlib HTTP server on a loopback port, in a thread,
   for tests that need a real socket (cassette recording, pricing mirrors, header echoes).
+- `local_engine_script`: `scripts/local_engine.py` (install, find and start the local
+  engine the live tests and recordings use), loaded as a module.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = [
     "QuietHandler",
     "generate",
     "http_server",
+    "local_engine_script",
     "run",
     "settings",
     "settings_for",
@@ -130,6 +133,19 @@ def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def local_engine_script() -> Any:
+    """`scripts/local_engine.py`, loaded as a module (it is a script, not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "local_engine.py"
+    spec = importlib.util.spec_from_file_location("local_engine", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # --- provider settings ---------------------------------------------------------------------

@@ -15,7 +15,6 @@ not the model's words, so a re-recording passes too.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any, Literal
 
 import pydantic
 import pytest
-from helpers import NO_RETRY
+from helpers import NO_RETRY, local_engine_script
 
 import anyinfer as ai
 from anyinfer.conformance.checker import check_grammar
@@ -35,23 +34,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLING = ai.Sampling(max_output_tokens=24, temperature=0.0, seed=7)
 
 
-def _engine_module() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "local_engine", ROOT / "scripts" / "local_engine.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def engine(anyinfer_live: bool, anyinfer_record_mode: str) -> Iterator[None]:
     """Start the local engine for a live run or a recording; nothing for a replay."""
     if not anyinfer_live and anyinfer_record_mode == "none":
         yield
         return
-    local_engine = _engine_module()
+    local_engine = local_engine_script()
     if local_engine.find_engine() is None:
         pytest.skip(
             "the local engine is not installed: run `python scripts/local_engine.py install` "

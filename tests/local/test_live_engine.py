@@ -17,7 +17,6 @@ Assertions are about structure, not the model's words.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import signal
@@ -29,7 +28,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import NO_RETRY, settings_for
+from helpers import NO_RETRY, local_engine_script, settings_for
 
 import anyinfer as ai
 from anyinfer.conformance.checker import check_grammar
@@ -45,17 +44,7 @@ AT_ONCE_S = 10.0
 (a leaked pool slot makes it wait for one), far more than the model needs."""
 
 
-def _engine_module() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "local_engine", ROOT / "scripts" / "local_engine.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-local_engine = _engine_module()
+local_engine = local_engine_script()
 
 
 @pytest.fixture(scope="module")
