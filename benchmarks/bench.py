@@ -548,7 +548,28 @@ def first_request_code(proto: Protocol, port: int, chunks: int) -> tuple[str, st
     return ours, raw
 
 
+def compile_bytecode() -> str:
+    """Compile the measured `anyinfer`'s bytecode, as installing a wheel does.
+
+    pip writes `__pycache__` for every module it installs, so a user's first import reads
+    bytecode; httpx's here was compiled that way. A checkout whose bytecode was never
+    written (`PYTHONDONTWRITEBYTECODE`, a read-only tree) would otherwise compile
+    AnyInfer's source in every fresh interpreter and charge that to the import rows.
+
+    Returns:
+        What the header says about it.
+    """
+    import compileall
+
+    import anyinfer
+
+    where = Path(anyinfer.__file__).resolve().parent
+    ok = compileall.compile_dir(str(where), quiet=1, workers=1)
+    return "bytecode compiled" if ok else "bytecode NOT compiled (source compiled per start)"
+
+
 def bench_imports(plan: Plan, server: Server, protocols: Sequence[Protocol]) -> list[Row]:
+    log(f"  anyinfer {compile_bytecode()}")
     commands = {
         "pass": "pass",
         "anyinfer": "import anyinfer",
