@@ -653,12 +653,15 @@ class ScriptedProvider:
         call, value = self._next(instance, request)
         if inspect.isawaitable(value):
             value = await value
-        if value is None:
-            raise ConfigError(
-                f"scripted provider {self.provider_id!r}: the reply function returned None "
-                f"for call #{call.number}"
-            )
-        return call, _coerce(value, f"{self.provider_id} call #{call.number}")
+        if isinstance(value, str | Reply | Fail | BaseException):
+            return call, _coerce(value, self.provider_id)
+        # A TypeError, not an AnyInferError: routing must not fall back past a broken
+        # script, the test fails at this call.
+        raise TypeError(
+            f"scripted provider {self.provider_id!r}: the reply function returned "
+            f"{type(value).__name__} for call #{call.number}; a reply is a str, Reply, "
+            "Fail or exception"
+        )
 
     def _discovered(self, instance: str) -> list[DiscoveredModel]:
         from .._adapters.base import DiscoveredModel
