@@ -135,10 +135,8 @@ class AttemptRun:
         batched = type(source) is Batches
         bad: Any = None
         try:
-            async with (
-                aclosing(source) as parts,
-                aclosing(parts.source if batched else _singles(parts)) as reads,
-            ):
+            reads = source.source if batched else _singles(source)
+            try:
                 async for batch in reads:
                     out: list[StreamEvent] = []
                     for part in batch:
@@ -207,6 +205,10 @@ class AttemptRun:
                         )
                     if ended:
                         break
+            finally:
+                await reads.aclose()
+                if not batched:
+                    await source.aclose()
         except (StreamError, ProviderTimeoutError) as exc:
             # The trailing-usage rule: a break after the finish reason still completed.
             if finish is None:
