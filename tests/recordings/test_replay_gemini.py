@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import pytest
+from helpers import NO_RETRY
 from wire import Interaction, find_wire_dir, interactions, replay_transport, sse_json
 
 import anyinfer as ai
@@ -218,7 +219,7 @@ def _settings(item: Interaction, transport: Any) -> ai.ProviderSettings:
 
 
 def _route(item: Interaction) -> ai.Route:
-    return ai.Route(f"gemini:{_model(item)}", retry=ai.RetryPolicy(max_retries=0))
+    return ai.Route(f"gemini:{_model(item)}", retry=NO_RETRY)
 
 
 # --- the checks -------------------------------------------------------------------------
