@@ -505,8 +505,9 @@ class ScriptedProvider:
             request's schema).
         models: Model names its discovery endpoint lists (`client.models(...)`,
             `client.health(...)`); `None` means it has none.
-        strict: Whether `assert_all_used` (and the pytest fixtures at teardown) fail
-            when scripted replies were never asked for.
+        strict: Whether `ScriptedProviders.assert_all_used` (and so the pytest
+            fixtures at teardown) fail when this provider's replies were not all asked
+            for. This provider's own `assert_all_used` always checks.
 
     Raises:
         ConfigError: For a bad id or reply.
