@@ -89,6 +89,9 @@ class AcquisitionReport:
             downloaded.
         duration_s: Wall time of the acquisition.
         revision: The source commit.
+        already_installed: Whether the store already held this variant with these exact
+            files, intact (a shallow check): nothing was fetched and `entry` is the
+            existing entry. A dry run says so too (its `entry` stays `None`).
     """
 
     model_id: str
@@ -102,6 +105,7 @@ class AcquisitionReport:
     adopted: bool
     duration_s: float
     revision: str | None
+    already_installed: bool = False
 
 
 def _endpoint() -> str | None:
@@ -243,6 +247,19 @@ def _stored(f: PlannedFile, path: Path) -> StoredFile:
     return StoredFile(f.name, str(path), st.st_size, st.st_mtime_ns, f.sha256)
 
 
+def _installed(
+    store: ModelStore, model: LocalModel, variant: Variant, files: Sequence[PlannedFile]
+) -> StoreEntry | None:
+    """The store's entry for this variant when it holds exactly `files`, intact."""
+    entry = store.find(model.id, variant_id=variant.id)
+    if entry is None:
+        return None
+    planned = sorted((f.name, f.size, f.sha256) for f in files)
+    if sorted((f.name, f.size, f.sha256) for f in entry.files) != planned:
+        return None  # the hub's files changed since: fetch the new ones
+    return None if store.check(entry) else entry
+
+
 async def acquire(
     store: ModelStore,
     model: LocalModel,
@@ -265,7 +282,9 @@ async def acquire(
     total = sum(f.size for f in files)
     exact = replace(variant, size_bytes=total, size_estimated=False)
 
-    def report(entry: StoreEntry | None, downloaded: int, adopted: bool) -> AcquisitionReport:
+    def report(
+        entry: StoreEntry | None, downloaded: int, adopted: bool, *, already: bool = False
+    ) -> AcquisitionReport:
         return AcquisitionReport(
             model.id,
             exact,
@@ -278,24 +297,33 @@ async def acquire(
             adopted,
             time.monotonic() - started,
             revision,
+            already,
         )
 
-    if dry_run:
-        return report(None, 0, False)
-
-    cached = await asyncio.to_thread(_from_hf_cache, variant, files, revision)
-    if cached is not None:
+    def register(stored: Sequence[StoredFile], downloaded: int, adopted: bool) -> AcquisitionReport:
         entry = store.new_entry(
             model_id=model.id,
             variant_id=variant.id,
             engine=variant.engine,
             repo=variant.repo,
             revision=revision,
-            files=tuple(_stored(f, p) for f, p in zip(files, cached)),
-            adopted=True,
+            files=tuple(stored),
+            adopted=adopted,
             context_length=model.context_length,
         )
-        return report(store.register(entry), 0, True)
+        return report(store.register(entry), downloaded, adopted)
+
+    existing = await asyncio.to_thread(_installed, store, model, variant, files)
+    if existing is not None:
+        if dry_run:
+            return report(None, 0, False, already=True)
+        return report(existing, 0, existing.adopted, already=True)
+    if dry_run:
+        return report(None, 0, False)
+
+    cached = await asyncio.to_thread(_from_hf_cache, variant, files, revision)
+    if cached is not None:
+        return register([_stored(f, p) for f, p in zip(files, cached)], 0, True)
 
     dest = store.model_dir(model.id, variant.id)
     dest.mkdir(parents=True, exist_ok=True)
@@ -338,17 +366,7 @@ async def acquire(
         await pumper
     if progress is not None:
         progress(tracker.snapshot())
-    entry = store.new_entry(
-        model_id=model.id,
-        variant_id=variant.id,
-        engine=variant.engine,
-        repo=variant.repo,
-        revision=revision,
-        files=tuple(stored),
-        adopted=False,
-        context_length=model.context_length,
-    )
-    return report(store.register(entry), needed, False)
+    return register(stored, needed, False)
 
 
 def _complete(path: Path, f: PlannedFile) -> bool:

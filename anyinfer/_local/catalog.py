@@ -201,6 +201,7 @@ def fit_model(
     prefs = prefs or VariantPrefs()
     share = POSTURE_SHARE[posture]
     best: Fit | None = None
+    rejected: list[Fit] = []
     for variant in model.variants:
         if engine is not None and variant.engine != engine:
             continue
@@ -210,6 +211,7 @@ def fit_model(
             continue
         fit = _fit_variant(model, variant, hardware, share, prefs.min_context)
         if fit.verdict == "too_large":
+            rejected.append(fit)
             continue
         if best is None or _preference(fit) < _preference(best):
             best = fit
@@ -225,7 +227,29 @@ def fit_model(
         0,
         model.kv_cache_bytes(model.context_length),
         gpu_budget + ram_budget,
-        notes=("no variant fits this machine at this posture",),
+        notes=(_why_none_fits(model, rejected, gpu_budget + ram_budget, posture, prefs),),
+    )
+
+
+def _why_none_fits(
+    model: LocalModel, rejected: Sequence[Fit], budget: int, posture: Posture, prefs: VariantPrefs
+) -> str:
+    """Why no variant fits, with the smallest one's need against the posture's budget."""
+    sized = [
+        (f.weights_bytes, f.variant.id)
+        for f in rejected
+        if f.variant is not None and "vLLM needs a GPU" not in f.notes
+    ]
+    if not sized:
+        if rejected:
+            return "no variant fits: vLLM needs a GPU"
+        return "no variant fits these preferences (low-quality rungs are skipped by default)"
+    weights, variant_id = min(sized)
+    context = _contexts(model, prefs.min_context)[-1]
+    need = weights + model.kv_cache_bytes(context) + _RUNTIME_OVERHEAD
+    return (
+        f"no variant fits: the smallest ({variant_id}) needs about {_gib(need)} "
+        f"at a {context}-token context; the {posture} posture allows {_gib(budget)}"
     )
 
 
@@ -380,17 +404,16 @@ class CatalogView:
             params = f"{f.model.params_b:g}B"
             if f.model.active_params_b:
                 params += f" ({f.model.active_params_b:g}B active)"
-            rows.append(
-                (
-                    f.model.id,
-                    params,
-                    f.variant.id if f.variant else "-",
-                    f.verdict,
-                    f"{f.context}{'*' if f.context_reduced else ''}",
-                    ("~" if f.variant and f.variant.size_estimated else "") + _gib(f.weights_bytes),
-                    "; ".join(f.notes),
-                )
-            )
+            cells: tuple[str, str, str, str]
+            if f.variant is None:
+                # Nothing chosen: no variant, context or size to show (never "0.0 GiB").
+                verdict = "does not fit" if f.verdict == "too_large" else f.verdict
+                cells = ("-", verdict, "-", "-")
+            else:
+                size = ("~" if f.variant.size_estimated else "") + _gib(f.weights_bytes)
+                context = f"{f.context}{'*' if f.context_reduced else ''}"
+                cells = (f.variant.id, f.verdict, context, size)
+            rows.append((f.model.id, params, *cells, "; ".join(f.notes)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = [f"{self.hardware.describe()} — posture {self.posture}"]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]

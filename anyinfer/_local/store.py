@@ -10,7 +10,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -221,19 +221,23 @@ class ModelStore:
         return self._read()
 
     def register(self, entry: StoreEntry) -> StoreEntry:
-        """Add an entry (replacing one for the same model, variant and source)."""
+        """Add an entry: one per model and variant.
+
+        An entry already registered for the same model and variant (downloaded or
+        adopted) is replaced, and the new one keeps its id, so a second acquisition of
+        the same variant never adds an entry or invalidates the id a user was shown.
+
+        Returns:
+            The entry as registered (with the replaced entry's id, if any).
+        """
         with self._lock():
-            entries = [
-                e
-                for e in self._read()
-                if not (
-                    e.model_id == entry.model_id
-                    and e.variant_id == entry.variant_id
-                    and e.adopted == entry.adopted
-                )
-            ]
-            entries.append(entry)
-            self._write(entries)
+            kept: list[StoreEntry] = []
+            for e in self._read():
+                if e.model_id == entry.model_id and e.variant_id == entry.variant_id:
+                    entry = replace(entry, entry_id=e.entry_id)
+                else:
+                    kept.append(e)
+            self._write([*kept, entry])
         return entry
 
     @staticmethod
