@@ -411,17 +411,24 @@ def catalog(
     Models that do not fit at the posture are left out unless --all is given; then they
     show as "does not fit" with what the smallest variant needs.
     """
+    import math
+
     import anyinfer as ai
 
     hardware = None
+    if ram_gb is not None and not (math.isfinite(ram_gb) and ram_gb > 0):
+        raise click.BadParameter(f"{ram_gb}: give a positive number of GiB", param_hint="--ram-gb")
     if ram_gb is not None or gpus:
         parsed = []
         for g in gpus:
             name, _, vram = g.rpartition(":")
             try:
-                parsed.append((name or "GPU", float(vram)))
+                size = float(vram)
             except ValueError:
-                raise click.BadParameter(f"{g!r}: use NAME:VRAM_GB", param_hint="--gpu") from None
+                size = math.nan
+            if not (math.isfinite(size) and size > 0):
+                raise click.BadParameter(f"{g!r}: use NAME:VRAM_GB", param_hint="--gpu")
+            parsed.append((name or "GPU", size))
         hardware = ai.HardwareProfile.of(ram_gb=ram_gb or 16, gpus=parsed)
     providers = [_settings(provider, base_url, None, None)] if provider else []
     with ai.Client(providers) as client:
@@ -532,9 +539,13 @@ class _Progress:
             resumed = f" ({_human(p.bytes_done)} already on disk)" if p.bytes_done else ""
             self._write(f"downloading {p.files_total} file(s), {_human(p.bytes_total)}{resumed}\n")
             self.files_done = p.files_done
-        if p.files_done > self.files_done and not final:
-            name = f" {self.current}" if self.current else ""
-            self._write(f"  file {p.files_done}/{p.files_total} done{name}\n")
+        finished = range(self.files_done + 1, p.files_done + 1)
+        if p.files_total > 1 or not final:  # one file: its line would repeat the end's
+            for k in finished:
+                # The file that finished was the one in progress at the last tick (when
+                # only one finished since then).
+                name = f" {self.current}" if self.current and len(finished) == 1 else ""
+                self._write(f"  file {k}/{p.files_total} done{name}\n")
         self.files_done = p.files_done
         if final:
             self._write(self._line(p, final) + "\n")

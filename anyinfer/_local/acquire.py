@@ -250,14 +250,25 @@ def _stored(f: PlannedFile, path: Path) -> StoredFile:
 def _installed(
     store: ModelStore, model: LocalModel, variant: Variant, files: Sequence[PlannedFile]
 ) -> StoreEntry | None:
-    """The store's entry for this variant when it holds exactly `files`, intact."""
+    """The store's entry for this variant when it holds exactly `files`, intact.
+
+    A downloaded entry whose files fail the shallow check (missing, resized or modified
+    since registration) has those files deleted, so that they are fetched again rather
+    than trusted by size.
+    """
     entry = store.find(model.id, variant_id=variant.id)
     if entry is None:
         return None
     planned = sorted((f.name, f.size, f.sha256) for f in files)
     if sorted((f.name, f.size, f.sha256) for f in entry.files) != planned:
         return None  # the hub's files changed since: fetch the new ones
-    return None if store.check(entry) else entry
+    damaged = [f for f in entry.files if store.check(replace(entry, files=(f,)))]
+    if not damaged:
+        return entry
+    if not entry.adopted:
+        for f in damaged:
+            Path(f.path).unlink(missing_ok=True)
+    return None
 
 
 async def acquire(

@@ -211,3 +211,70 @@ def test_model_dir_env_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     monkeypatch.setenv("ANYINFER_MODEL_DIR", str(tmp_path / "elsewhere"))
     with ai.Client() as c:
         assert c.model_store.root == tmp_path / "elsewhere"
+
+
+def test_a_second_acquisition_keeps_the_entry_and_fetches_nothing(
+    hub: FakeHub, client: ai.Client
+) -> None:
+    first = client.acquire_model("smollm2-135m", variant_id="llama.cpp:Q8_0")
+    assert first.entry is not None and not first.already_installed
+    downloads = [p for m, p, _ in hub.requests if m == "GET" and "/resolve/" in p]
+    seen: list[ai.AcquisitionProgress] = []
+    again = client.acquire_model("smollm2-135m", variant_id="llama.cpp:Q8_0", progress=seen.append)
+    assert again.already_installed and again.downloaded_bytes == 0 and seen == []
+    assert again.entry == first.entry  # the same entry, id and registration time
+    assert [p for m, p, _ in hub.requests if m == "GET" and "/resolve/" in p] == downloads
+    dry = client.acquire_model("smollm2-135m", variant_id="llama.cpp:Q8_0", dry_run=True)
+    assert dry.already_installed and dry.entry is None
+    assert [e.entry_id for e in client.installed_models()] == [first.entry.entry_id]
+
+
+def test_damaged_files_are_fetched_again_under_the_same_entry(
+    hub: FakeHub, client: ai.Client
+) -> None:
+    first = client.acquire_model("smollm2-135m", variant_id="llama.cpp:Q8_0")
+    assert first.entry is not None
+    path = Path(first.entry.files[0].path)
+    path.unlink()  # a file went missing
+    repaired = client.acquire_model("smollm2-135m", variant_id="llama.cpp:Q8_0")
+    assert not repaired.already_installed and repaired.downloaded_bytes == 500_000
+    with path.open("r+b") as f:  # same size, other bytes: only the shallow check sees it
+        f.write(b"XXXX")
+    os.utime(path, ns=(1, 1))
+    again = client.acquire_model("smollm2-135m", variant_id="llama.cpp:Q8_0")
+    assert not again.already_installed and again.downloaded_bytes == 500_000
+    assert [e.entry_id for e in client.installed_models()] == [first.entry.entry_id]
+    assert client.locate_model("smollm2-135m", verify=True).verified  # type: ignore[union-attr]
+
+
+def test_the_store_keeps_one_entry_per_model_and_variant(tmp_path: Path) -> None:
+    from anyinfer._local.store import ModelStore, StoredFile
+
+    store = ModelStore(tmp_path / "store")
+    files = (StoredFile("m.gguf", str(tmp_path / "m.gguf"), 1, 1),)
+    common = {"model_id": "m", "engine": "llama.cpp", "repo": "r", "revision": None}
+    adopted = store.register(
+        store.new_entry(variant_id="llama.cpp:Q8_0", files=files, adopted=True, **common)
+    )
+    other = store.register(
+        store.new_entry(variant_id="llama.cpp:Q4_K_M", files=files, adopted=False, **common)
+    )
+    downloaded = store.register(
+        store.new_entry(variant_id="llama.cpp:Q8_0", files=files, adopted=False, **common)
+    )
+    assert downloaded.entry_id == adopted.entry_id and not downloaded.adopted
+    assert sorted(e.entry_id for e in store.entries()) == sorted([adopted.entry_id, other.entry_id])
+
+
+def test_a_model_that_fits_nowhere_says_what_it_needs_not_zero() -> None:
+    catalog = LocalCatalog.load_default()
+    view = catalog.view(HardwareProfile.of(ram_gb=16, cpu_cores=4))
+    big = next(f for f in view if f.model.id == "llama3.3-70b")
+    assert big.verdict == "too_large" and big.variant is None
+    (note,) = big.notes
+    assert note.startswith("no variant fits: the smallest (llama.cpp:")
+    assert "needs about" in note and "the balanced posture allows 11.2 GiB" in note
+    table = str(view)
+    row = next(line for line in table.splitlines() if line.startswith("llama3.3-70b"))
+    assert "does not fit" in row and "GiB" in row.split("does not fit", 1)[1]
+    assert "0.0 GiB" not in table
