@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from enum import Enum
 from pathlib import Path
@@ -224,6 +224,27 @@ def provider_options(func: Any) -> Any:
     return func
 
 
+def _provider_command(func: Callable[[ai.Client, str, bool], None]) -> click.Command:
+    """A command about one PROVIDER: `func(client, instance, as_json)` runs with a client
+    configured from PROVIDER, `--json` and the provider options (key checked first)."""
+
+    @main.command(name=func.__name__, help=func.__doc__)
+    @click.argument("provider")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @provider_options
+    def command(
+        provider: str,
+        as_json: bool,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float | None,
+    ) -> None:
+        with _provider_client(provider, base_url, api_key, timeout) as (client, settings):
+            func(client, settings.instance_id, as_json)
+
+    return command
+
+
 @contextlib.contextmanager
 def _provider_client(
     provider: str, base_url: str | None, api_key: str | None, timeout: float | None
@@ -324,16 +345,10 @@ def _summary(result: ai.Generation) -> str:
     return "\n".join(lines)
 
 
-@main.command()
-@click.argument("provider")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@provider_options
-def models(
-    provider: str, as_json: bool, base_url: str | None, api_key: str | None, timeout: float | None
-) -> None:
+@_provider_command
+def models(client: ai.Client, instance: str, as_json: bool) -> None:
     """List PROVIDER's models."""
-    with _provider_client(provider, base_url, api_key, timeout) as (client, settings):
-        found = client.models(settings.instance_id)
+    found = client.models(instance)
     if as_json:
         fields = ("id", "context_window", "max_output_tokens", "facts")
         _dump([{name: getattr(m, name) for name in fields} for m in found])
@@ -343,16 +358,10 @@ def models(
         click.echo(f"{m.id}{extra}")
 
 
-@main.command()
-@click.argument("provider")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@provider_options
-def health(
-    provider: str, as_json: bool, base_url: str | None, api_key: str | None, timeout: float | None
-) -> None:
+@_provider_command
+def health(client: ai.Client, instance: str, as_json: bool) -> None:
     """Probe PROVIDER's readiness (exit status 1 when it is not ready)."""
-    with _provider_client(provider, base_url, api_key, timeout) as (client, settings):
-        h = client.health(settings.instance_id)
+    h = client.health(instance)
     if as_json:
         _dump(h)
     else:
