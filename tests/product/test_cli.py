@@ -306,6 +306,17 @@ def test_a_missing_key_is_named_and_nothing_is_sent(offline_env: dict[str, str])
     assert sent.returncode == 0, sent.stderr
 
 
+def test_a_provider_fallback_key_counts(offline_env: dict[str, str]) -> None:
+    # Gemini's adapter also reads GOOGLE_API_KEY: the check asks the adapter, not a list.
+    with FakeServer("gemini", [Script(pieces=(Text("hi"),))]) as srv:
+        url = srv.base_url.replace("127.0.0.1", "0.0.0.0")
+        env = {**offline_env, "GOOGLE_API_KEY": SECRET}
+        done = run_clean("chat", "gemini:gemini-2.0-flash", "hi", "--base-url", url, env=env)
+        assert len(srv.requests) == 1
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "hi" and SECRET not in done.stdout + done.stderr
+
+
 def test_chat_accepts_a_catalog_alias(offline_env: dict[str, str]) -> None:
     script = Script(pieces=(Text("Hello"),), usage=ScriptUsage(3, 1))
     with FakeServer("openai-chat", [script]) as srv:
