@@ -123,14 +123,14 @@ def _settings(
     With no key given, the adapter's own variable (e.g. `OPENAI_API_KEY`) applies.
     """
     import anyinfer as ai
-    from anyinfer._client.instance import api_key_env, base_url_env
+    from anyinfer._client.instance import base_url_env
 
     registry = ai.default_registry()
     engine = registry.canonical(provider) if provider in registry else None
-    # The same rule the adapters apply (flag, then ANYINFER_<INSTANCE>_*, then the
-    # provider's default): the instance id is the provider name as given, lower-cased.
+    # The instance id is the provider name as given, lower-cased, so the library's own
+    # rule reads ANYINFER_<INSTANCE>_API_KEY (literally) and then the provider's key
+    # variable; only the base URL is read here, to tell an unknown provider's server.
     base_url = base_url or os.environ.get(base_url_env(provider.lower()))
-    api_key = api_key or os.environ.get(api_key_env(provider.lower()))
     kwargs: dict[str, Any] = {"base_url": base_url, "api_key": api_key}
     if timeout is not None:
         kwargs["timeout_s"] = timeout

@@ -317,6 +317,55 @@ def test_a_provider_fallback_key_counts(offline_env: dict[str, str]) -> None:
     assert done.stdout.strip() == "hi" and SECRET not in done.stdout + done.stderr
 
 
+def test_the_instance_key_variable_reads_as_the_library_reads_it(
+    offline_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ANYINFER_<INSTANCE>_API_KEY is one rule, the library's: the CLI must not give the
+    # same variable a meaning of its own (it once read it as a reference like env://X).
+    import anyinfer as ai
+    from tests.helpers import QuietHandler, http_server
+
+    seen: list[str | None] = []
+    answer = json.dumps(
+        {
+            "id": "c1",
+            "object": "chat.completion",
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "hi"},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+    ).encode()
+
+    class Handler(QuietHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            seen.append(self.headers.get("authorization"))
+            if not body.get("stream"):
+                return self.reply(200, answer, "application/json")
+            chunk = {"id": "c1", "object": "chat.completion.chunk", "model": "m"}
+            delta = {**chunk, "choices": [{"index": 0, "delta": {"content": "hi"}}]}
+            end = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            frames = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in (delta, end))
+            self.reply(200, frames + b"data: [DONE]\n\n", "text/event-stream")
+
+    env = {**offline_env, "ANYINFER_OPENAI_API_KEY": "env://CLI_OTHER_KEY"}
+    env["CLI_OTHER_KEY"] = SECRET
+    with http_server(Handler) as root:
+        url = f"{root}/v1"
+        done = run_clean("chat", "openai:m", "hi", "--base-url", url, env=env)
+        for name, val in env.items():
+            monkeypatch.setenv(name, val)
+        with ai.Client(providers=[ai.ProviderSettings("openai", base_url=url)]) as client:
+            client.generate("hi", target="openai:m")
+    assert done.returncode == 0, done.stderr
+    assert len(seen) == 2 and seen[0] == seen[1]
+
+
 def test_chat_accepts_a_catalog_alias(offline_env: dict[str, str]) -> None:
     script = Script(pieces=(Text("Hello"),), usage=ScriptUsage(3, 1))
     with FakeServer("openai-chat", [script]) as srv:
