@@ -524,15 +524,8 @@ def _take_frames(
             payload = parse(data)
         if retain:
             out.append(RawPart(payload))
-        for part in decode(payload, name):
-            cls = type(part)
-            if cls in _PLAIN:
-                out.append(part)
-            elif cls is EndPart:
-                out.append(END)
-                return True
-            else:
-                fix(part, out)
+        if _take(decode(payload, name), fix, out):
+            return True
     return False
 
 

@@ -127,14 +127,7 @@ class OpenAIChatAdapter(HTTPAdapter):
     def response_format_json(self, fmt: Mapping[str, Any]) -> dict[str, Any]:
         """Map the neutral response format to OpenAI's `response_format`."""
         if fmt.get("type") == "json_schema":
-            return {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": fmt.get("name", "output"),
-                    "schema": fmt.get("schema", {}),
-                    "strict": bool(fmt.get("strict", False)),
-                },
-            }
+            return {"type": "json_schema", "json_schema": json_schema_fields(fmt)}
         return {"type": "json_object"}
 
     def message_json(self, m: Message) -> dict[str, Any]:
@@ -378,6 +371,16 @@ class OpenAIChatAdapter(HTTPAdapter):
                 window = meta["n_ctx_train"]
             found.append(DiscoveredModel(pid, model_id, context_window=window, raw=entry))
         return found
+
+
+def json_schema_fields(fmt: Mapping[str, Any]) -> dict[str, Any]:
+    """The `name`, `schema` and `strict` fields of an OpenAI JSON-schema format, from the
+    neutral response format (Chat nests them under `json_schema`, Responses does not)."""
+    return {
+        "name": fmt.get("name", "output"),
+        "schema": fmt.get("schema", {}),
+        "strict": bool(fmt.get("strict", False)),
+    }
 
 
 class RefusalWatch:

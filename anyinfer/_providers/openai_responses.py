@@ -75,7 +75,7 @@ from .._settings import ProviderSettings
 from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
-from .openai_chat import OpenAIChatAdapter
+from .openai_chat import OpenAIChatAdapter, json_schema_fields
 
 _SAMPLING_FIELDS: Mapping[str, str | None] = {
     "temperature": "temperature",
@@ -215,12 +215,7 @@ class OpenAIResponsesAdapter(HTTPAdapter):
     def text_format(self, fmt: Mapping[str, Any]) -> dict[str, Any]:
         """Map the neutral response format to `text.format`."""
         if fmt.get("type") == "json_schema":
-            return {
-                "type": "json_schema",
-                "name": fmt.get("name", "output"),
-                "schema": fmt.get("schema", {}),
-                "strict": bool(fmt.get("strict", False)),
-            }
+            return {"type": "json_schema", **json_schema_fields(fmt)}
         return {"type": "json_object"}
 
     def input_items(self, request: GenerationRequest) -> list[dict[str, Any]]:

@@ -141,26 +141,22 @@ class AttemptRun:
                     out: list[StreamEvent] = []
                     for part in batch:
                         # `type(part) is X` each time (no `cast()` call): mypy narrows it.
+                        # A content part makes its delta, then falls through to the
+                        # first-token rule; every other part is done with its branch.
+                        delta: StreamEvent
                         if type(part) is TextPart:
                             t = part.text
                             if not t:
                                 continue
-                            if not first:
-                                first = True
-                                self._first_at = now = clock()
-                                out.append(TimingMark("first_token", (now - start) * 1000.0))
                             text.append(t)
-                            out.append(TextDelta(t))
+                            delta = TextDelta(t)
                         elif type(part) is UsagePart:
                             u = part.usage
                             self.usage = _merge_usage(self.usage, u)
                             out.append(UsageUpdate(u))
+                            continue
                         elif type(part) is ToolCallPart:
                             p = part
-                            if not first:
-                                first = True
-                                self._first_at = now = clock()
-                                out.append(TimingMark("first_token", (now - start) * 1000.0))
                             slot = slots.get(p.index)
                             if slot is None:
                                 slot = slots[p.index] = _Slot()
@@ -169,33 +165,36 @@ class AttemptRun:
                             if p.name and not slot.name:
                                 slot.name = p.name
                             slot.arguments += p.arguments_fragment
-                            out.append(
-                                ToolCallDelta(p.index, p.call_id, p.name, p.arguments_fragment)
-                            )
+                            delta = ToolCallDelta(p.index, p.call_id, p.name, p.arguments_fragment)
                         elif type(part) is ReasoningPart:
                             r = part.text
                             if not r:
                                 continue
-                            if not first:
-                                first = True
-                                self._first_at = now = clock()
-                                out.append(TimingMark("first_token", (now - start) * 1000.0))
                             reasoning.append(r)
-                            out.append(ReasoningDelta(r))
+                            delta = ReasoningDelta(r)
                         elif type(part) is FinishPart:
                             finish = part.reason
+                            continue
                         elif type(part) is EndPart:
                             ended = True
                             break
                         elif type(part) is PhasesPart:
                             self._phases.update(part.phases)
+                            continue
                         elif type(part) is RawPart:
                             raw.append(part.payload)
+                            continue
                         elif type(part) is WarningPart:
                             warnings.append(part.text)
+                            continue
                         else:
                             bad = part
                             break
+                        if not first:
+                            first = True
+                            self._first_at = now = clock()
+                            out.append(TimingMark("first_token", (now - start) * 1000.0))
+                        out.append(delta)
                     if out:
                         yield out
                     if bad is not None:
