@@ -666,23 +666,24 @@ replies = st.builds(
 
 
 @pytest.fixture(scope="module")
-def one_client() -> Any:
-    """One scripted provider and client for every example (a client per example would
-    cost a thread start each)."""
+def one_provider() -> Any:
+    """One scripted provider for every example; each example builds its own client, so
+    no breaker or health state carries over from an earlier example's failures (with one
+    shared client, a run of cut replies opened the breaker and later replies were never
+    asked for)."""
     with ScriptedProviders() as scripted:
-        provider = scripted.add("p")
-        with scripted.client() as client:
-            yield provider, client
+        yield scripted, scripted.add("p")
 
 
 NO_RETRY = ai.Route(["p:m"], retry=ai.RetryPolicy(max_retries=0))
 
 
 @given(reply=replies)
-def test_any_reply_follows_the_event_grammar(one_client: Any, reply: Reply) -> None:
-    provider, client = one_client
+def test_any_reply_follows_the_event_grammar(one_provider: Any, reply: Reply) -> None:
+    scripted, provider = one_provider
     provider.queue(reply)
-    events, outcome = stream_events(client, route=NO_RETRY)
+    with scripted.client() as client:
+        events, outcome = stream_events(client, route=NO_RETRY)
     provider.assert_all_used()
     pieces = [*reply.reasoning_pieces(), *reply.text_pieces(), *reply.wire_calls()]
     cut = reply.cut_after
