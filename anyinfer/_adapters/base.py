@@ -33,7 +33,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
 
 import httpx
 
@@ -729,13 +729,16 @@ class HTTPAdapter(Adapter):
             async for chunk in decoded_body(response):
                 budget.take(chunk)
                 yield chunk
-        except AnyInferError:
-            raise
         except Exception as exc:
-            failure = self._read_failure(exc, response)
-            if failure is None:
-                raise
-            raise failure from None
+            self._raise_read_failure(exc, response)
+
+    def _raise_read_failure(self, exc: Exception, response: httpx.Response) -> NoReturn:
+        """Re-raise `exc` from reading the body as its typed error (`_read_failure`), or
+        unchanged when it is already typed or is not a read failure."""
+        failure = None if isinstance(exc, AnyInferError) else self._read_failure(exc, response)
+        if failure is None:
+            raise exc
+        raise failure from None
 
     def _read_failure(self, exc: Exception, response: httpx.Response) -> AnyInferError | None:
         """The typed error for a failure reading the body, or `None` if `exc` is not one."""
@@ -802,13 +805,8 @@ class HTTPAdapter(Adapter):
             async for chunk in body_reads(response):
                 budget.take(chunk)
                 chunks.append(chunk)
-        except AnyInferError:
-            raise
         except Exception as exc:
-            failure = self._read_failure(exc, response)
-            if failure is None:
-                raise
-            raise failure from None
+            self._raise_read_failure(exc, response)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def read_json(
@@ -1092,13 +1090,8 @@ class HTTPAdapter(Adapter):
                     if out:
                         yield out
                         out = []
-            except AnyInferError:
-                raise
             except Exception as exc:
-                failure = self._read_failure(exc, response)
-                if failure is None:
-                    raise
-                raise failure from None
+                self._raise_read_failure(exc, response)
             if framer is not None and array is None:
                 tail = framer.close()  # type: ignore[union-attr]
                 count += len(tail)
