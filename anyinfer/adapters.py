@@ -25,12 +25,12 @@ from ._adapters.base import (
     HTTPAdapter,
     Sender,
     SSEEvent,
-    finish_uncancelled,
     parse_retry_after,
 )
 from ._adapters.errormap import ErrorFields, ErrorKind, error_fields, message_and_code
 from ._adapters.framing import DEFAULT_MAX_FRAME_BYTES, decode_json
 from ._adapters.profile import AdapterProfile, UsageConvention
+from ._adapters.shielded import finish_uncancelled
 from ._request import GenerationRequest
 from ._stream.parts import (
     END,

@@ -74,6 +74,7 @@ from .framing import (
 )
 from .limits import response_limits
 from .profile import AdapterProfile
+from .shielded import finish_uncancelled
 
 if TYPE_CHECKING:
     from .._messages import Message
@@ -257,31 +258,6 @@ def _positive_option(settings: ProviderSettings, name: str, default: int) -> int
 
 def _max_connections(settings: ProviderSettings) -> int:
     return _positive_option(settings, "max_connections", DEFAULT_MAX_CONNECTIONS)
-
-
-async def finish_uncancelled(aw: Awaitable[None]) -> None:
-    """Await `aw` to its end even if the current task is cancelled meanwhile.
-
-    A cancellation that arrives while `aw` runs is held back and re-raised once it is
-    done, so closing a response always completes: an httpx response whose close is
-    interrupted keeps its pool slot forever, and after `max_connections` such closes
-    every request waits for a slot that never comes free.
-
-    Args:
-        aw: The closing work (e.g. `response.aclose()`).
-    """
-    import asyncio
-
-    task = asyncio.ensure_future(aw)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.wait((task,))
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError
-    task.result()
 
 
 class _ClosingStream(httpx.AsyncByteStream):
@@ -775,19 +751,17 @@ class HTTPAdapter(Adapter):
                 framing iterator (`iter_sse`, `iter_ndjson`) reading them.
             seconds: The longest wait.
         """
-        import asyncio
 
         async def read_rest() -> None:
-            with contextlib.suppress(TimeoutError, AnyInferError, httpx.HTTPError, zlib.error):
-                async with asyncio.timeout(seconds):
-                    async for _ in frames:
-                        pass
+            with contextlib.suppress(AnyInferError, httpx.HTTPError, zlib.error):
+                async for _ in frames:
+                    pass
 
-        # In a task of its own: a cancellation of this one (the consumer leaving) must not
-        # land on top of the timeout's inside httpx's release of the connection, which
-        # would keep its pool slot for good. The consumer's cancellation waits `seconds`
-        # at most.
-        await finish_uncancelled(read_rest())
+        # Uncancelled, with the deadline kept by `finish_uncancelled`: a cancellation of
+        # the consumer (leaving) must not land inside httpx's release of the connection,
+        # which would keep its pool slot for good. The consumer's cancellation waits
+        # `seconds` at most.
+        await finish_uncancelled(read_rest(), timeout=seconds)
 
     async def read_body(
         self, response: httpx.Response, request: GenerationRequest | None = None
