@@ -46,6 +46,8 @@ OPTIONAL: dict[str, OptionalDependency] = {
         OptionalDependency("opentelemetry", "opentelemetry-api", "otel"),
         OptionalDependency("tiktoken", "tiktoken", "tiktoken"),
         OptionalDependency("keyring", "keyring", "keyring"),
+        OptionalDependency("google", "google-auth", "vertex"),
+        OptionalDependency("requests", "requests", "vertex"),
     )
 }
 """Import name -> the optional dependency it belongs to."""

@@ -30,6 +30,8 @@ _BUILTINS: dict[str, str] = {
     "openai-compat": "anyinfer._providers.openai_compat:OpenAICompatAdapter",
     "azure-foundry": "anyinfer._providers.azure:AzureFoundryAdapter",
     "gemini": "anyinfer._providers.gemini:GeminiAdapter",
+    "vertex-gemini": "anyinfer._providers.vertex:VertexGeminiAdapter",
+    "vertex-anthropic": "anyinfer._providers.vertex:VertexAnthropicAdapter",
 }
 
 # The OpenAI-compatible presets (llama.cpp, vllm, lmstudio, ...): a function returning

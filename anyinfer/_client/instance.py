@@ -6,9 +6,15 @@ right one to probe for a local engine) and the CLI (which builds settings from f
 variables) — asks this module, so the three can never disagree.
 
 - **Base URL:** `ProviderSettings.base_url`, else `ANYINFER_<INSTANCE>_BASE_URL`, else the
-  adapter class's `default_base_url`.
+  adapter class's default (`provider_default_base_url`): its `default_base_url`, or what
+  its `default_base_url_for(settings, environ)` classmethod derives from the settings
+  when it has one (Vertex AI's host depends on the location).
 - **Key variables:** `ANYINFER_<INSTANCE>_API_KEY`, then the adapter class's
   `api_key_env` (consulted only when the settings give no key).
+- **Project and location** (Google Cloud, `cloud_placement`): `options["project"]`, else
+  `ANYINFER_<INSTANCE>_PROJECT`, else the provider's variables (`GOOGLE_CLOUD_PROJECT`, ...);
+  `options["location"]`, else `ANYINFER_<INSTANCE>_LOCATION`, else the provider's variables
+  (`GOOGLE_CLOUD_LOCATION`, `CLOUD_ML_REGION`), else the provider's default location.
 - **Locality:** a loopback address (`127.0.0.0/8`, `::1`), `localhost` (and
   `*.localhost`) or a Unix-socket URL is `"local"`; any other host is `"remote"`. No name
   is looked up and nothing is sent: locality is read from the URL alone.
@@ -30,13 +36,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BaseURLSource",
+    "CloudPlacement",
     "InstanceConfig",
     "Locality",
     "api_key_env",
     "base_url_env",
+    "cloud_placement",
     "instance_config",
     "instance_env",
     "locality_of",
+    "provider_default_base_url",
     "resolve_base_url",
 ]
 
@@ -63,6 +72,82 @@ def base_url_env(instance_id: str) -> str:
 def api_key_env(instance_id: str) -> str:
     """`ANYINFER_<INSTANCE>_API_KEY`: an instance's key when its settings give none."""
     return instance_env(instance_id, "API_KEY")
+
+
+def provider_default_base_url(
+    adapter_class: type[Adapter] | None,
+    settings: ProviderSettings,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> str | None:
+    """The endpoint a provider uses when neither the settings nor the environment name one.
+
+    The class's `default_base_url_for(settings, environ)` classmethod when it defines one
+    (a provider whose host depends on the settings, such as Vertex AI's location), else
+    its `default_base_url`; `None` without a class.
+
+    Args:
+        adapter_class: The instance's adapter class.
+        settings: The instance's settings.
+        environ: The environment to read; defaults to `os.environ`.
+    """
+    if adapter_class is None:
+        return None
+    derive = getattr(adapter_class, "default_base_url_for", None)
+    if callable(derive):
+        derived = derive(settings, environ=environ)
+        return derived if isinstance(derived, str) and derived else None
+    return adapter_class.default_base_url
+
+
+@dataclass(frozen=True, slots=True)
+class CloudPlacement:
+    """Where a Google Cloud instance's requests go: its project and location.
+
+    Attributes:
+        project: The project id, or `None` when nothing names one (application default
+            credentials may still supply it).
+        location: The location (`"global"`, `"us-central1"`, `"us"`, ...), or `None` when
+            nothing names one and the provider has no default.
+    """
+
+    project: str | None
+    location: str | None
+
+
+def cloud_placement(
+    settings: ProviderSettings,
+    *,
+    project_envs: tuple[str, ...] = (),
+    location_envs: tuple[str, ...] = (),
+    default_location: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> CloudPlacement:
+    """An instance's Google Cloud project and location (see the module's rule).
+
+    Args:
+        settings: The instance's settings (`options["project"]`, `options["location"]`).
+        project_envs: The provider's project variables, in order.
+        location_envs: The provider's location variables, in order.
+        default_location: The location when nothing names one.
+        environ: The environment to read; defaults to `os.environ`.
+    """
+    env = os.environ if environ is None else environ
+
+    def pick(option: str, what: str, names: tuple[str, ...]) -> str | None:
+        given = settings.options.get(option)
+        if isinstance(given, str) and given.strip():
+            return given.strip()
+        for name in (instance_env(settings.instance_id, what), *names):
+            value = env.get(name, "").strip()
+            if value:
+                return value
+        return None
+
+    return CloudPlacement(
+        project=pick("project", "PROJECT", project_envs),
+        location=pick("location", "LOCATION", location_envs) or default_location,
+    )
 
 
 def _resolve(
@@ -158,7 +243,7 @@ def instance_config(
             `api_key_env`); `None` for no provider defaults.
         environ: The environment to read; defaults to `os.environ`.
     """
-    default = adapter_class.default_base_url if adapter_class is not None else None
+    default = provider_default_base_url(adapter_class, settings, environ=environ)
     url, source = _resolve(settings, default, environ)
     provider_env = adapter_class.api_key_env if adapter_class is not None else None
     key_envs = (api_key_env(settings.instance_id),) + ((provider_env,) if provider_env else ())

@@ -372,13 +372,18 @@ class AnthropicAdapter(HTTPAdapter):
         """The assistant turn with this protocol's native content (see `assistant_message`)."""
         return assistant_message(generation)
 
+    def messages_path(self, request: GenerationRequest) -> str:
+        """The path a generation is sent to: `/messages` (Vertex AI puts the model and the
+        streaming choice in the path instead)."""
+        return "/messages"
+
     def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
         """Send the request and yield its parts (see `Adapter.generate`)."""
 
         def send(warnings: list[str]) -> Awaitable[httpx.Response]:
             body, notes = self.build_body(request)
             warnings.extend(notes)
-            return self.send("POST", "/messages", json_body=body, request=request)
+            return self.send("POST", self.messages_path(request), json_body=body, request=request)
 
         state = _StreamState()
 

@@ -4,9 +4,9 @@ Requests go to `POST {base}/models/{model}:generateContent` (whole) and
 `POST {base}/models/{model}:streamGenerateContent?alt=sse` (streamed), with the API key in
 the `x-goog-api-key` header. The default base URL is
 `https://generativelanguage.googleapis.com/v1beta`; `ProviderSettings.api_version`
-(e.g. `"v1alpha"`) swaps the version when no `base_url` is given. Vertex AI (its
-project/location URLs and OAuth tokens) is out of scope: this adapter speaks the Gemini
-Developer API only, although Vertex answers in the same response shape.
+(e.g. `"v1alpha"`) swaps the version when no `base_url` is given. Gemini on Vertex AI
+(project/location URLs, OAuth2 tokens) is `anyinfer._providers.vertex.VertexGeminiAdapter`,
+a subclass of this adapter: Vertex answers in the same response shape.
 
 The wire shapes follow recorded Gemini traffic (the recordings in `shared/wire`, the
 repository's sibling folder). Every response
@@ -107,7 +107,7 @@ from .._adapters.errormap import ErrorKind
 from .._adapters.framing import loads_or_none
 from .._adapters.profile import AdapterProfile
 from .._client.credentials import check_secret
-from .._client.instance import resolve_base_url
+from .._client.instance import provider_default_base_url, resolve_base_url
 from .._errors import (
     ConfigError,
     ContentFilterError,
@@ -222,22 +222,34 @@ class GeminiAdapter(HTTPAdapter):
     )
     default_base_url: ClassVar[str | None] = DEFAULT_BASE_URL
     api_key_env: ClassVar[str | None] = "GEMINI_API_KEY"
+    fallback_api_key_env: ClassVar[str | None] = FALLBACK_API_KEY_ENV
+    """Read for the key when neither the settings nor `api_key_env` give one."""
+
+    @classmethod
+    def default_base_url_for(
+        cls, settings: ProviderSettings, *, environ: Mapping[str, str] | None = None
+    ) -> str | None:
+        """The endpoint when no base URL is configured: `ProviderSettings.api_version`
+        (e.g. `"v1alpha"`) swaps the version of `DEFAULT_BASE_URL`."""
+        if settings.api_version:
+            version = settings.api_version.strip("/")
+            return f"https://generativelanguage.googleapis.com/{version}"
+        return cls.default_base_url
 
     def __init__(self, settings: ProviderSettings) -> None:
-        if not settings.api_key:
-            fallback = os.environ.get(FALLBACK_API_KEY_ENV)
+        fallback_env = self.fallback_api_key_env
+        if not settings.api_key and fallback_env:
+            fallback = os.environ.get(fallback_env)
             if fallback:
                 check_secret(
                     fallback,
-                    source=f"environment variable {FALLBACK_API_KEY_ENV}",
+                    source=f"environment variable {fallback_env}",
                     provider=settings.instance_id,
                 )
                 settings = replace(settings, api_key=fallback)
-        if resolve_base_url(settings) is None and settings.api_version:
-            version = settings.api_version.strip("/")
-            settings = replace(
-                settings, base_url=f"https://generativelanguage.googleapis.com/{version}"
-            )
+        default = provider_default_base_url(type(self), settings)
+        if default != self.default_base_url and resolve_base_url(settings) is None:
+            settings = replace(settings, base_url=default)  # a derived default endpoint
         super().__init__(settings)
         fmt = settings.options.get("stream_format", "sse")
         if fmt not in ("sse", "json-array"):

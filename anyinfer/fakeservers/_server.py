@@ -358,7 +358,7 @@ class FakeServer:
             )
             return await self._send_whole(writer, error, keep_alive=keep_alive)
         stream = dialect.request_wants_stream(method, path, payload)
-        answer = error_answer(script, stream=stream)
+        answer = dialect.request_fault(method, path, payload) or error_answer(script, stream=stream)
         if answer is not None:
             error = dialect.render_error(answer)
             return await self._send_whole(writer, error, keep_alive=keep_alive)

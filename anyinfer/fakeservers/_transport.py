@@ -95,7 +95,7 @@ class FakeTransport(httpx.AsyncBaseTransport):
             raise self._source.unexpected(request, f"the {dialect.name} dialect does not serve it")
         script = self._source.next(request)
         stream = dialect.request_wants_stream(method, path, payload)
-        answer = error_answer(script, stream=stream)
+        answer = dialect.request_fault(method, path, payload) or error_answer(script, stream=stream)
         if answer is not None:
             error = dialect.render_error(answer)
             return httpx.Response(error.status, headers=error.headers, content=error.body)

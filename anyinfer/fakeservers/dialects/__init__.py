@@ -24,6 +24,7 @@ from .llama_cpp import LlamaCppDialect
 from .ollama import OllamaDialect
 from .openai_chat import OpenAIChatDialect
 from .openai_responses import OpenAIResponsesDialect
+from .vertex import VertexAnthropicDialect, VertexGeminiDialect
 
 __all__ = [
     "AnthropicDialect",
@@ -36,6 +37,8 @@ __all__ = [
     "OllamaDialect",
     "OpenAIChatDialect",
     "OpenAIResponsesDialect",
+    "VertexAnthropicDialect",
+    "VertexGeminiDialect",
     "WireProfile",
     "dialect_names",
     "get_dialect",
@@ -52,3 +55,5 @@ register_dialect(OllamaDialect())
 register_dialect(AnthropicDialect())
 register_dialect(GeminiDialect())
 register_dialect(GeminiJSONArrayDialect())
+register_dialect(VertexGeminiDialect())
+register_dialect(VertexAnthropicDialect())

@@ -356,6 +356,24 @@ class Dialect(ABC):
             path: URL path, without the query string.
         """
 
+    def request_fault(self, method: str, path: str, request_json: Any) -> Fault | None:
+        """The error a real server answers for a generation request it refuses.
+
+        The servers call this after taking the request's script, and answer with
+        `render_error` of the fault instead of the script. By default every body is
+        accepted; a dialect overrides it for what its provider refuses for certain (Vertex
+        AI refuses a Claude body that names a `model`).
+
+        Args:
+            method: HTTP method, upper case.
+            path: URL path, without the query string.
+            request_json: The parsed request body, or `None`.
+
+        Returns:
+            A `status` fault, or `None` to serve the script.
+        """
+        return None
+
     def is_models(self, method: str, path: str) -> bool:
         """Whether a request lists models; by default `GET …/models`.
 
