@@ -46,6 +46,7 @@ OPTIONAL: dict[str, OptionalDependency] = {
         OptionalDependency("opentelemetry", "opentelemetry-api", "otel"),
         OptionalDependency("tiktoken", "tiktoken", "tiktoken"),
         OptionalDependency("keyring", "keyring", "keyring"),
+        OptionalDependency("botocore", "botocore", "bedrock"),
         OptionalDependency("google", "google-auth", "vertex"),
         OptionalDependency("requests", "requests", "vertex"),
     )

@@ -18,6 +18,7 @@ from ._base import (
     split_sse_data,
 )
 from .anthropic import AnthropicDialect
+from .bedrock_converse import BedrockConverseDialect
 from .azure_openai import AzureOpenAIDialect
 from .gemini import GeminiDialect, GeminiJSONArrayDialect
 from .llama_cpp import LlamaCppDialect
@@ -29,6 +30,7 @@ from .vertex import VertexAnthropicDialect, VertexGeminiDialect
 __all__ = [
     "AnthropicDialect",
     "AzureOpenAIDialect",
+    "BedrockConverseDialect",
     "Dialect",
     "GeminiDialect",
     "GeminiJSONArrayDialect",
@@ -55,5 +57,6 @@ register_dialect(OllamaDialect())
 register_dialect(AnthropicDialect())
 register_dialect(GeminiDialect())
 register_dialect(GeminiJSONArrayDialect())
+register_dialect(BedrockConverseDialect())
 register_dialect(VertexGeminiDialect())
 register_dialect(VertexAnthropicDialect())
