@@ -37,7 +37,16 @@ from ._errors import (
     StreamError,
     ToolLoopError,
 )
-from ._messages import ContentPart, ImageContent, Message, MessagesInput, Role, TextContent
+from ._messages import (
+    AudioContent,
+    ContentPart,
+    DocumentContent,
+    ImageContent,
+    Message,
+    MessagesInput,
+    Role,
+    TextContent,
+)
 from ._redact import register_secret
 from ._request import DEFAULT_MAX_ROUNDS, ReasoningEffort, Sampling, ToolChoice, ToolSpec
 from ._settings import ProviderSettings
@@ -127,12 +136,14 @@ __all__ = [
     "AsyncStream",
     "AttemptFailed",
     "AttemptRecord",
+    "AudioContent",
     "AuthenticationError",
     "Client",
     "ConfigError",
     "ContentFilterError",
     "ContentPart",
     "ContextWindowError",
+    "DocumentContent",
     "ErrorInfo",
     "FinishReason",
     "Generation",

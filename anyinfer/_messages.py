@@ -11,7 +11,10 @@ from ._errors import ConfigError
 from ._types import ToolCall
 
 __all__ = [
+    "AUDIO_FORMATS",
+    "AudioContent",
     "ContentPart",
+    "DocumentContent",
     "ImageContent",
     "Message",
     "MessagesInput",
@@ -31,7 +34,7 @@ class TextContent:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class ImageContent:
     """An image content part, by URL or inline bytes.
 
@@ -51,6 +54,19 @@ class ImageContent:
         if self.data is not None and not self.media_type:
             raise ConfigError("ImageContent(data=...) needs media_type, e.g. 'image/png'")
 
+    def __repr__(self) -> str:
+        # Never the bytes, nor a data: URL's payload: reprs reach logs and error messages.
+        bits = [
+            f"{name}={value if name == 'data' else repr(value)}"
+            for name, value in (
+                ("url", _url_repr(self.url)),
+                ("data", _bytes_repr(self.data)),
+                ("media_type", self.media_type),
+            )
+            if value is not None
+        ]
+        return f"ImageContent({', '.join(bits)})"
+
     def as_data_url(self) -> str:
         """The image as a URL: the given one, or a base64 `data:` URL."""
         if self.url is not None:
@@ -68,8 +84,260 @@ class ImageContent:
         return None
 
 
-ContentPart = TextContent | ImageContent
+def _bytes_repr(data: bytes | None) -> str | None:
+    return None if data is None else f"<{len(data)} bytes>"
+
+
+def _url_repr(url: str | None) -> str | None:
+    """A URL for a repr: a `data:` URL shows its media type and size, never its payload."""
+    if url is None or not url.startswith("data:"):
+        return url
+    head = url[5:].split(",", 1)[0]
+    return f"data:{head},<{len(url)} characters>"
+
+
+def _split_data_url(url: str) -> tuple[str, str] | None:
+    """`(media_type, base64)` of a base64 `data:` URL, else `None`."""
+    if url.startswith("data:") and ";base64," in url:
+        head, payload = url[5:].split(";base64,", 1)
+        return head.split(";", 1)[0].strip().lower(), payload
+    return None
+
+
+def _need_source(kind: str, url: Any, data: Any) -> None:
+    """Exactly one of `url` (a string) and `data` (non-empty bytes)."""
+    if (url is None) == (data is None):
+        raise ConfigError(f"{kind} takes exactly one of url= or data=")
+    if data is not None and (not isinstance(data, bytes | bytearray | memoryview) or not data):
+        raise ConfigError(f"{kind}(data=...) must be non-empty bytes, got {type(data).__name__}")
+    if url is not None:
+        if not isinstance(url, str) or not url.strip():
+            raise ConfigError(f"{kind}(url=...) must be a non-empty string")
+        if url.startswith("data:"):
+            if _split_data_url(url) is None:
+                raise ConfigError(
+                    f"{kind}(url=...) takes base64 data: URLs only "
+                    "('data:<media type>;base64,<payload>')"
+                )
+        elif not url.lower().startswith(("https://", "http://")):
+            raise ConfigError(
+                f"{kind}(url=...) must be an http(s):// or a base64 data: URL, got {url[:60]!r}"
+            )
+
+
+PDF_MEDIA_TYPE = "application/pdf"
+
+_PDF_MAGIC = b"%PDF-"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class DocumentContent:
+    """A document content part (a PDF), by inline bytes or URL.
+
+    Which protocols take a document, inline or by URL, is in the inputs guide; a target
+    that cannot take it is refused with a `ConfigError` before anything is sent.
+
+    Attributes:
+        data: The PDF's bytes, when not given by URL.
+        url: An `http(s)://` URL, or a base64 `data:application/pdf` URL.
+        media_type: The document's MIME type; only `application/pdf` is supported.
+        filename: The file name shown to the model (OpenAI sends one; defaults to
+            `document.pdf` there).
+        title: A title for the document (Anthropic's `title`).
+
+    Raises:
+        ConfigError: Both or neither of `data` and `url`; bytes that are not a PDF; an
+            unsupported media type or URL scheme.
+    """
+
+    data: bytes | None = None
+    url: str | None = None
+    media_type: str = PDF_MEDIA_TYPE
+    filename: str | None = None
+    title: str | None = None
+
+    def __post_init__(self) -> None:
+        _need_source("DocumentContent", self.url, self.data)
+        if not isinstance(self.media_type, str) or self.media_type.lower() != PDF_MEDIA_TYPE:
+            raise ConfigError(
+                f"DocumentContent supports PDF documents only (media_type "
+                f"{PDF_MEDIA_TYPE!r}), got {self.media_type!r}; send text as TextContent"
+            )
+        object.__setattr__(self, "media_type", PDF_MEDIA_TYPE)
+        for name in ("filename", "title"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(f"DocumentContent.{name} must be a non-empty string or None")
+        if self.data is not None:
+            data = bytes(self.data)
+            # The PDF header may follow up to 1 KiB of leading bytes (ISO 32000-1, 7.5.2).
+            if _PDF_MAGIC not in data[:1024]:
+                raise ConfigError(
+                    "DocumentContent(data=...) is not a PDF: no '%PDF-' header in its "
+                    "first 1024 bytes"
+                )
+            object.__setattr__(self, "data", data)
+        elif self.url is not None:
+            inline = _split_data_url(self.url)
+            if inline is not None and inline[0] != PDF_MEDIA_TYPE:
+                raise ConfigError(
+                    f"DocumentContent(url='data:...') must be an application/pdf data: URL, "
+                    f"got {inline[0]!r}"
+                )
+
+    def __repr__(self) -> str:
+        bits = [
+            f"{name}={value if name == 'data' else repr(value)}"
+            for name, value in (
+                ("data", _bytes_repr(self.data)),
+                ("url", _url_repr(self.url)),
+                ("filename", self.filename),
+                ("title", self.title),
+            )
+            if value is not None
+        ]
+        return f"DocumentContent({', '.join(bits)})"
+
+    @property
+    def is_inline(self) -> bool:
+        """Whether the document travels in the request (bytes or a `data:` URL)."""
+        return self.data is not None or bool(self.url and self.url.startswith("data:"))
+
+    def base64_data(self) -> str | None:
+        """The document's base64 payload when inline (bytes or `data:` URL); else `None`."""
+        if self.data is not None:
+            return base64.b64encode(self.data).decode()
+        inline = _split_data_url(str(self.url))
+        return None if inline is None else inline[1]
+
+    def as_data_url(self) -> str | None:
+        """The document as a base64 `data:` URL when inline; else `None`."""
+        payload = self.base64_data()
+        return None if payload is None else f"data:{PDF_MEDIA_TYPE};base64,{payload}"
+
+
+AUDIO_FORMATS: Mapping[str, str] = {
+    "wav": "audio/wav",
+    "mp3": "audio/mp3",
+    "aiff": "audio/aiff",
+    "aac": "audio/aac",
+    "ogg": "audio/ogg",
+    "flac": "audio/flac",
+}
+"""Audio formats `AudioContent` knows, and the MIME type each is sent as (Gemini's
+documented names). OpenAI Chat takes `wav` and `mp3` only."""
+
+_AUDIO_MEDIA_TYPES: Mapping[str, str] = {
+    **{mime: fmt for fmt, mime in AUDIO_FORMATS.items()},
+    "audio/mpeg": "mp3",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/vnd.wave": "wav",
+    "audio/x-aiff": "aiff",
+    "audio/x-flac": "flac",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class AudioContent:
+    """An audio content part, by inline bytes or URL.
+
+    Give the format (`"wav"`, `"mp3"`, ... see `AUDIO_FORMATS`) or the MIME type; either
+    fills in the other. A URL whose path ends in a known extension needs neither.
+    Which protocols take audio, and from where, is in the inputs guide; a target that
+    cannot take it is refused with a `ConfigError` before anything is sent.
+
+    Attributes:
+        data: The audio bytes, when not given by URL.
+        url: An `http(s)://` URL, or a base64 `data:audio/...` URL.
+        format: The audio format, a key of `AUDIO_FORMATS`.
+        media_type: The audio's MIME type.
+
+    Raises:
+        ConfigError: Both or neither of `data` and `url`; an unknown format; a format
+            and a media type that disagree; no way to tell the format.
+    """
+
+    data: bytes | None = None
+    url: str | None = None
+    format: str | None = None
+    media_type: str | None = None
+
+    def __post_init__(self) -> None:
+        _need_source("AudioContent", self.url, self.data)
+        if self.data is not None:
+            object.__setattr__(self, "data", bytes(self.data))
+        fmt = self.format
+        if fmt is not None:
+            if not isinstance(fmt, str) or fmt.strip().lower() not in AUDIO_FORMATS:
+                raise ConfigError(
+                    f"AudioContent.format must be one of {', '.join(AUDIO_FORMATS)}, got {fmt!r}"
+                )
+            fmt = fmt.strip().lower()
+        from_mime = self._format_of_media_type()
+        if fmt is not None and from_mime is not None and fmt != from_mime:
+            raise ConfigError(
+                f"AudioContent: format {fmt!r} and media_type {self.media_type!r} disagree"
+            )
+        fmt = fmt or from_mime or self._format_of_url()
+        if fmt is None:
+            raise ConfigError(
+                "AudioContent needs format= (one of "
+                f"{', '.join(AUDIO_FORMATS)}) or media_type=, e.g. format='wav'"
+            )
+        object.__setattr__(self, "format", fmt)
+        object.__setattr__(self, "media_type", AUDIO_FORMATS[fmt])
+
+    def _format_of_media_type(self) -> str | None:
+        mime = self.media_type
+        if mime is None and self.url is not None:
+            inline = _split_data_url(self.url)
+            mime = inline[0] if inline is not None else None
+        if mime is None:
+            return None
+        if not isinstance(mime, str) or mime.strip().lower() not in _AUDIO_MEDIA_TYPES:
+            raise ConfigError(
+                f"AudioContent: unknown audio media type {mime!r}; known: "
+                f"{', '.join(sorted(_AUDIO_MEDIA_TYPES))}"
+            )
+        return _AUDIO_MEDIA_TYPES[mime.strip().lower()]
+
+    def _format_of_url(self) -> str | None:
+        if self.url is None or self.url.startswith("data:"):
+            return None
+        path = self.url.split("?", 1)[0].split("#", 1)[0]
+        ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+        return ext if ext in AUDIO_FORMATS else None
+
+    def __repr__(self) -> str:
+        bits = [
+            f"{name}={value if name == 'data' else repr(value)}"
+            for name, value in (
+                ("data", _bytes_repr(self.data)),
+                ("url", _url_repr(self.url)),
+                ("format", self.format),
+            )
+            if value is not None
+        ]
+        return f"AudioContent({', '.join(bits)})"
+
+    @property
+    def is_inline(self) -> bool:
+        """Whether the audio travels in the request (bytes or a `data:` URL)."""
+        return self.data is not None or bool(self.url and self.url.startswith("data:"))
+
+    def base64_data(self) -> str | None:
+        """The audio's base64 payload when inline (bytes or `data:` URL); else `None`."""
+        if self.data is not None:
+            return base64.b64encode(self.data).decode()
+        inline = _split_data_url(str(self.url))
+        return None if inline is None else inline[1]
+
+
+ContentPart = TextContent | ImageContent | DocumentContent | AudioContent
 """One part of a message's content."""
+
+_PART_TYPES = (TextContent, ImageContent, DocumentContent, AudioContent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +346,8 @@ class Message:
 
     Attributes:
         role: `system`, `user`, `assistant` or `tool`.
-        content: Plain text, or a sequence of text and image parts.
+        content: Plain text, or a sequence of content parts (text, images, documents,
+            audio).
         tool_calls: On assistant messages, the tool calls the model made.
         tool_call_id: On tool messages, the call this result answers.
         name: On tool messages, the tool's name (some protocols need it).
@@ -99,10 +368,10 @@ class Message:
         if not isinstance(self.content, str):
             parts = tuple(self.content)
             for part in parts:
-                if not isinstance(part, TextContent | ImageContent):
+                if not isinstance(part, _PART_TYPES):
                     raise ConfigError(
-                        f"message content parts must be TextContent or ImageContent, "
-                        f"got {type(part).__name__}"
+                        "message content parts must be TextContent, ImageContent, "
+                        f"DocumentContent or AudioContent, got {type(part).__name__}"
                     )
             object.__setattr__(self, "content", parts)
         if self.role == "tool" and not self.tool_call_id:

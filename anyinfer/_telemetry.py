@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Protocol, TypeAlias, runtime_checkable
 
-from ._messages import Message, TextContent
+from ._messages import AudioContent, ContentPart, DocumentContent, Message, TextContent
 from ._redact import redact, redact_value
 from ._types import ErrorInfo, FinishReason, Outcome, ResolvedTarget, Timing, ToolCall, Usage
 
@@ -206,20 +206,45 @@ class Observer(Protocol):
 
 
 def _redact_message(message: Message) -> Message:
-    content: str | tuple[object, ...]
+    content: str | tuple[ContentPart, ...]
     if isinstance(message.content, str):
         content = redact(message.content)
     else:
-        content = tuple(
-            TextContent(redact(p.text)) if isinstance(p, TextContent) else p
-            for p in message.content
-        )
+        content = tuple(_redact_part(p) for p in message.content)
     return replace(
         message,
         content=content,
         tool_calls=tuple(_redact_call(c) for c in message.tool_calls),
         provider_data={},
     )
+
+
+def _redact_part(part: ContentPart) -> ContentPart:
+    """A content part as a payload observer sees it.
+
+    Text is redacted. A document or audio part becomes a text placeholder naming its kind,
+    media type and size (or its URL without the query, where signed URLs keep their
+    signature): its bytes never reach an observer.
+    """
+    if isinstance(part, TextContent):
+        return TextContent(redact(part.text))
+    if isinstance(part, DocumentContent | AudioContent):
+        return TextContent(media_placeholder(part))
+    return part
+
+
+def media_placeholder(part: DocumentContent | AudioContent) -> str:
+    """`[DocumentContent application/pdf, 1234 bytes]`-style text standing in for a part."""
+    kind = type(part).__name__
+    if part.data is not None:
+        where = f"{len(part.data)} bytes"
+    elif part.url is not None and part.url.startswith("data:"):
+        where = f"data: URL, {len(part.url)} characters"
+    else:
+        where = "url " + redact(str(part.url).split("?", 1)[0].split("#", 1)[0])
+    name = getattr(part, "filename", None)
+    named = f", filename {redact(name)!r}" if name else ""
+    return f"[{kind} {part.media_type}, {where}{named}]"
 
 
 def _redact_call(call: ToolCall) -> ToolCall:

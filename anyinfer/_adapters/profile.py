@@ -11,12 +11,58 @@ same way a built-in does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from .._knowledge.capabilities import ModelCapabilities
 
-__all__ = ["AdapterProfile", "UsageConvention"]
+__all__ = [
+    "INPUT_KINDS",
+    "AdapterProfile",
+    "InputKind",
+    "InputSupport",
+    "UsageConvention",
+    "input_support",
+]
+
+InputKind = Literal["image", "image_url", "document", "document_url", "audio", "audio_url"]
+"""A kind of content part as a protocol sees it: inline (bytes or a `data:` URL) or by
+an `http(s)` URL (`*_url`)."""
+
+INPUT_KINDS: tuple[InputKind, ...] = (
+    "image",
+    "image_url",
+    "document",
+    "document_url",
+    "audio",
+    "audio_url",
+)
+"""Every input kind, in the order the core checks them."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputSupport:
+    """Which content parts a wire protocol can carry in a message.
+
+    What the protocol can carry, not what a model accepts: that is a capability
+    (`vision`, `documents`, `audio`), checked after this. The core refuses, before
+    dispatch, a part whose kind the target's protocol does not carry.
+
+    Attributes:
+        protocol: The protocol's name, for refusal messages.
+        kinds: The `InputKind`s the protocol carries.
+        audio_formats: The `AudioContent.format`s it carries, or `None` for every one.
+        notes: Why a kind is missing, as `(kind, reason)` pairs, for refusal messages.
+    """
+
+    protocol: str = ""
+    kinds: frozenset[InputKind] = frozenset({"image", "image_url"})
+    audio_formats: frozenset[str] | None = None
+    notes: tuple[tuple[InputKind, str], ...] = ()
+
+    def note(self, kind: InputKind) -> str | None:
+        """Why `kind` is missing, when the protocol says."""
+        return next((why for k, why in self.notes if k == kind), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +111,11 @@ class AdapterProfile:
             serves local weights with; empty when it is not a local runtime. Only
             providers with local engines take the local-model methods
             (`local_catalog`, `acquire_model`, ...).
+        inputs: The content parts the protocol carries (see `InputSupport`). `None`
+            inherits the nearest parent class's declaration; a class that none of its
+            parents declares for carries text and images only (`InputSupport()`), so
+            an adapter written before documents and audio existed never drops them
+            silently: they are refused before dispatch.
     """
 
     aliases: tuple[str, ...] = ()
@@ -72,3 +123,20 @@ class AdapterProfile:
     usage: UsageConvention | None = None
     structured: ModelCapabilities | None = None
     local_engines: tuple[str, ...] = ()
+    inputs: InputSupport | None = None
+
+
+_DEFAULT_INPUTS = InputSupport()
+
+
+def input_support(cls: type) -> InputSupport:
+    """The content parts an adapter class's protocol carries.
+
+    The first `profile.inputs` along the class's MRO that is not `None`; else text and
+    images (`InputSupport()`).
+    """
+    for klass in cls.__mro__:
+        profile = klass.__dict__.get("profile")
+        if isinstance(profile, AdapterProfile) and profile.inputs is not None:
+            return profile.inputs
+    return _DEFAULT_INPUTS

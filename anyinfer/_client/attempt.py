@@ -5,8 +5,10 @@ attempts on that target, and the decision after each one. The router iterates ea
 attempt's events itself (one generator between the adapter's parts and the caller, so
 no per-event hop here) and asks `TargetAttempts` what the outcome means (a `Step`):
 
-- Before dispatch, the target's adapter is built and the context gate checked (a prompt
-  that provably cannot fit the model's known window fails here, without a request).
+- Before dispatch, the target's adapter is built, the input rule checked (a document,
+  audio or image part the target's protocol or model cannot take fails here, see
+  `anyinfer._client.inputs`) and the context gate checked (a prompt that provably cannot
+  fit the model's known window fails here, without a request).
 - The attempt itself is an `AttemptRun` (`anyinfer._stream.core`), which turns the
   adapter's parts into ordered events and an outcome.
 - A failure before content is decided by the route: `retry` waits (exponential backoff
@@ -221,6 +223,30 @@ class AttemptRunner:
             )
         return TargetAttempts(self, target, request, route, structured, plan, trail)
 
+    def admit(
+        self, request: GenerationRequest, target: ResolvedTarget, adapter_class: type
+    ) -> None:
+        """The input rule: refuse before dispatch the parts `target` cannot take
+        (`anyinfer._client.inputs`: its protocol first, then its model's capabilities).
+
+        Raises:
+            ConfigError: Naming the part, why, and where the refusal's fact came from.
+        """
+        for m in request.messages:
+            if type(m.content) is not str:
+                break
+        else:
+            return  # plain text, the usual case: nothing to look up
+        from .._adapters.profile import input_support
+        from .inputs import check_inputs
+
+        check_inputs(
+            request.messages,
+            target,
+            input_support(adapter_class),
+            self.targets.capabilities(target),
+        )
+
     def gate(self, request: GenerationRequest, target: ResolvedTarget) -> None:
         """The context gate: refuse before dispatch when the prompt provably cannot fit.
 
@@ -326,14 +352,16 @@ class TargetAttempts:
         """Open the next attempt and return its events, in batches (`AttemptRun.batches`).
 
         Raises:
-            AnyInferError: Before dispatch: the adapter cannot be built, or the context
-                gate refuses. The router shows that attempt's `attempt_start` itself.
+            AnyInferError: Before dispatch: the adapter cannot be built, or the input
+                rule or the context gate refuses. The router shows that attempt's
+                `attempt_start` itself.
         """
         trail, target, runner = self.trail, self.target, self._runner
         trail.started += 1
         trail.instrument.attempt_started(target, trail.started)
         self._run = None
         adapter = runner.targets.adapter(target.provider)
+        runner.admit(self.request, target, type(adapter))
         runner.gate(self.request, target)
         self._run = run = AttemptRun(
             adapter.generate(self.request), target, streamed=self.request.stream

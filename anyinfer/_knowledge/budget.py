@@ -15,6 +15,12 @@ default `ByteHeuristicEstimator` needs no tokenizer and no network:
 - **images** — a fixed allowance: `IMAGE_TOKENS_CEILING` toward the ceiling (above what
   OpenAI, Anthropic or Gemini charge for one image at their default detail), nothing
   toward the floor.
+- **documents and audio** — nothing toward the floor; toward the ceiling, one token per
+  byte of inline data (far above what any provider charges for audio; a PDF's pages
+  are charged as text plus page images, which its bytes do not bound in every case),
+  and at least the image allowance. A part given by URL has no size here, so it adds
+  the image allowance only: with documents or audio by URL the ceiling is a guess,
+  not a bound. Neither ever makes the context gate refuse, which reads the floor.
 
 `compute_budget` turns an estimate and a model's capabilities into a `ContextBudget`;
 `gate_refuses` is the context gate: it refuses a target only when the window is known,
@@ -31,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from .._errors import ConfigError, ContextWindowError
-from .._messages import ImageContent, Message
+from .._messages import AudioContent, DocumentContent, ImageContent, Message
 from .capabilities import ModelCapabilities, Provenance, is_trusted
 
 if TYPE_CHECKING:
@@ -121,7 +127,8 @@ def _compact(value: Any) -> str:
 def _request_texts(
     messages: Sequence[Message], tools: Sequence[ToolSpec], schema: Mapping[str, Any] | None
 ) -> tuple[list[str], int]:
-    """Every text the request carries, and how many images it holds."""
+    """Every text the request carries, and how many attachments (images, documents,
+    audio) it holds."""
     texts: list[str] = []
     images = 0
     for message in messages:
@@ -129,7 +136,7 @@ def _request_texts(
             texts.append(message.content)
         else:
             for part in message.content:
-                if isinstance(part, ImageContent):
+                if isinstance(part, ImageContent | DocumentContent | AudioContent):
                     images += 1
                 else:
                     texts.append(part.text)
@@ -148,6 +155,25 @@ def _request_texts(
     if schema is not None:
         texts.append(_compact(dict(schema)))
     return texts, images
+
+
+def _media_excess(messages: Sequence[Message], allowance: int) -> int:
+    """What inline documents and audio add to the ceiling beyond the per-part allowance:
+    one token per byte of their data, less the allowance already counted."""
+    extra = 0
+    for message in messages:
+        if isinstance(message.content, str):
+            continue
+        for part in message.content:
+            if isinstance(part, DocumentContent | AudioContent):
+                if part.data is not None:
+                    size = len(part.data)
+                elif part.url is not None and part.url.startswith("data:"):
+                    size = len(part.url) * 3 // 4  # base64: 4 characters per 3 bytes
+                else:
+                    continue
+                extra += max(0, size - allowance)
+    return extra
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
@@ -199,6 +225,7 @@ class ByteHeuristicEstimator:
             + self.per_request_tokens
             + (self.tools_tokens if tools else 0)
             + self.image_tokens * images
+            + _media_excess(messages, self.image_tokens)
         )
         return TokenEstimate(floor=size // self.floor_bytes_per_token, ceiling=ceiling)
 

@@ -1,8 +1,8 @@
 """Model capabilities, assembled in layers with per-field provenance.
 
-What a model can do — its context window, output cap, whether it takes tools, images or a
-JSON Schema — is known from several places of different strength. `CapabilityStore`
-keeps one layer per source and assembles them field by field, weakest first:
+What a model can do — its context window, output cap, whether it takes tools, images,
+documents, audio or a JSON Schema — is known from several places of different strength.
+`CapabilityStore` keeps one layer per source and assembles them field by field, weakest first:
 
 1. ``catalog`` — the bundled (or a custom) catalog, plus context windows a pricing table
    carries. Facts as published; a local engine's served window is never in it.
@@ -68,6 +68,8 @@ _BOOL_FIELDS = (
     "grammar",
     "reasoning",
     "vision",
+    "documents",
+    "audio",
     "streaming_usage",
 )
 CAPABILITY_FIELDS: tuple[str, ...] = _INT_FIELDS + _BOOL_FIELDS
@@ -126,7 +128,9 @@ class ModelCapabilities:
         json_schema: Can be constrained to a caller-supplied JSON Schema.
         grammar: Can be constrained to a formal grammar (GBNF and the like).
         reasoning: Produces hidden reasoning/thinking before answering.
-        vision: Accepts images in user messages.
+        vision: Accepts images in user messages (`ImageContent`).
+        documents: Accepts PDF documents in user messages (`DocumentContent`).
+        audio: Accepts audio in user messages (`AudioContent`).
         streaming_usage: Reports token usage in streamed responses.
         provenance: Which layer supplied each known field, keyed by field name.
     """
@@ -140,6 +144,8 @@ class ModelCapabilities:
     grammar: bool | None = None
     reasoning: bool | None = None
     vision: bool | None = None
+    documents: bool | None = None
+    audio: bool | None = None
     streaming_usage: bool | None = None
     provenance: Mapping[str, Provenance] = field(default_factory=_FrozenMap)
 

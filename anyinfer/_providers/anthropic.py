@@ -67,9 +67,9 @@ import httpx
 
 from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind, error_fields, kind_for_status
-from .._adapters.profile import AdapterProfile, UsageConvention
+from .._adapters.profile import AdapterProfile, InputSupport, UsageConvention
 from .._errors import ConfigError
-from .._messages import ContentPart, Message, TextContent
+from .._messages import ContentPart, DocumentContent, ImageContent, Message, TextContent
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
@@ -77,6 +77,7 @@ from .._types import Generation, Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 
 __all__ = [
+    "ANTHROPIC_INPUTS",
     "DEFAULT_API_VERSION",
     "DEFAULT_MAX_TOKENS",
     "ERROR_TYPE_STATUS",
@@ -147,6 +148,20 @@ _TEXT_FIELDS: Mapping[str, tuple[str, type[TextPart] | type[ReasoningPart]]] = {
 _MODELS_PAGE_SIZE = "1000"
 
 
+_NO_AUDIO = (
+    "has no audio content block (text, image and document blocks only); route audio to "
+    "a target that takes it (Gemini, or OpenAI Chat with an audio model)"
+)
+
+ANTHROPIC_INPUTS = InputSupport(
+    protocol="Anthropic Messages",
+    kinds=frozenset({"image", "image_url", "document", "document_url"}),
+    notes=(("audio", _NO_AUDIO), ("audio_url", _NO_AUDIO)),
+)
+"""What the Messages API carries: images and PDF `document` blocks, base64 or by URL;
+no audio."""
+
+
 class AnthropicAdapter(HTTPAdapter):
     """Adapter for the Anthropic Messages protocol (`anthropic`, alias `claude`).
 
@@ -162,6 +177,7 @@ class AnthropicAdapter(HTTPAdapter):
         conformance_dialect="anthropic-messages",
         # input_tokens leaves cache reads and writes out
         usage=UsageConvention(input_includes_cache=False),
+        inputs=ANTHROPIC_INPUTS,
     )
     default_base_url: ClassVar[str | None] = "https://api.anthropic.com/v1"
     api_key_env: ClassVar[str | None] = "ANTHROPIC_API_KEY"
@@ -320,9 +336,28 @@ class AnthropicAdapter(HTTPAdapter):
 
     @staticmethod
     def part_json(part: ContentPart) -> dict[str, Any]:
-        """A text block, or an image block with a base64 or URL source."""
+        """A text block, an image block, or a PDF `document` block, each with a base64
+        or URL source.
+
+        Raises:
+            ConfigError: For audio: the Messages API has no audio block (the core
+                refuses it before dispatch; this guards direct use).
+        """
         if isinstance(part, TextContent):
             return {"type": "text", "text": part.text}
+        if isinstance(part, DocumentContent):
+            data = part.base64_data()
+            doc_source: dict[str, Any] = (
+                {"type": "url", "url": part.url}
+                if data is None
+                else {"type": "base64", "media_type": part.media_type, "data": data}
+            )
+            block: dict[str, Any] = {"type": "document", "source": doc_source}
+            if part.title:
+                block["title"] = part.title
+            return block
+        if not isinstance(part, ImageContent):
+            raise ConfigError(f"the Anthropic Messages protocol {ANTHROPIC_INPUTS.note('audio')}")
         inline = part.base64_data()
         if inline is not None:
             media_type, data = inline

@@ -105,7 +105,7 @@ import httpx
 from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler, parse_retry_after
 from .._adapters.errormap import ErrorKind
 from .._adapters.framing import loads_or_none
-from .._adapters.profile import AdapterProfile
+from .._adapters.profile import INPUT_KINDS, AdapterProfile, InputSupport
 from .._client.credentials import check_secret
 from .._client.instance import provider_default_base_url, resolve_base_url
 from .._errors import (
@@ -114,7 +114,7 @@ from .._errors import (
     ProviderError,
 )
 from .._knowledge.capabilities import ModelCapabilities
-from .._messages import ImageContent, Message, TextContent
+from .._messages import AudioContent, DocumentContent, ImageContent, Message, TextContent
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, UsagePart, WarningPart
@@ -208,6 +208,11 @@ _UNMAPPED_PART_KINDS = (
 )
 
 
+GEMINI_INPUTS = InputSupport(protocol="Gemini", kinds=frozenset(INPUT_KINDS))
+"""What `generateContent` carries: images, PDFs and audio, as `inlineData` or by URL
+(`fileData`); whether a model takes them is its capability."""
+
+
 class GeminiAdapter(HTTPAdapter):
     """Adapter for the Google Gemini API (`generateContent` / `streamGenerateContent`).
 
@@ -219,6 +224,7 @@ class GeminiAdapter(HTTPAdapter):
         aliases=("google",),
         conformance_dialect="gemini",
         structured=ModelCapabilities(json_mode=True, json_schema=True),
+        inputs=GEMINI_INPUTS,
     )
     default_base_url: ClassVar[str | None] = DEFAULT_BASE_URL
     api_key_env: ClassVar[str | None] = "GEMINI_API_KEY"
@@ -388,6 +394,8 @@ class GeminiAdapter(HTTPAdapter):
                 parts.append({"text": p.text})
             elif isinstance(p, ImageContent):
                 parts.append(image_part(p))
+            else:
+                parts.append(media_part(p))
         return parts or [{"text": ""}]
 
     def model_parts(self, m: Message, calls: dict[str, tuple[str, bool]]) -> list[dict[str, Any]]:
@@ -848,6 +856,17 @@ def image_part(image: ImageContent) -> dict[str, Any]:
     if mime:
         file_data["mimeType"] = mime
     return {"fileData": file_data}
+
+
+def media_part(part: DocumentContent | AudioContent) -> dict[str, Any]:
+    """A PDF or audio part as `inlineData` (bytes, `data:` URLs) or `fileData` (a URL:
+    a Files API URI, or a public or signed `https` URL, which Gemini fetches itself),
+    with its MIME type (`application/pdf`, `audio/wav`, ...)."""
+    data = part.base64_data()
+    mime = str(part.media_type)
+    if data is not None:
+        return {"inlineData": {"mimeType": mime, "data": data}}
+    return {"fileData": {"mimeType": mime, "fileUri": part.url}}
 
 
 def native_parts(m: Message) -> list[dict[str, Any]] | None:

@@ -27,16 +27,34 @@ import httpx
 
 from .._adapters.base import DiscoveredModel, Health, HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind
-from .._adapters.profile import AdapterProfile
+from .._adapters.profile import AdapterProfile, InputSupport
 from .._errors import AnyInferError, ConfigError, ProtocolError, ProviderError
 from .._knowledge.capabilities import ModelCapabilities
-from .._messages import ImageContent, Message
+from .._messages import AudioContent, DocumentContent, ImageContent, Message
 from .._request import GenerationRequest, ReasoningEffort
 from .._stream.parts import END, FinishPart, Part, PhasesPart, ReasoningPart, TextPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 
-__all__ = ["OllamaAdapter", "SHOW_DETAILS_OPTION"]
+__all__ = ["OLLAMA_INPUTS", "OllamaAdapter", "SHOW_DETAILS_OPTION"]
+
+_TEXT_AND_IMAGES = (
+    "carries text and base64 images only (a chat message has `content` and `images`, no "
+    "document or audio field); route it to a target that takes it"
+)
+
+OLLAMA_INPUTS = InputSupport(
+    protocol="Ollama /api/chat",
+    kinds=frozenset({"image"}),
+    notes=(
+        ("image_url", "takes inline images only (bytes or a base64 data: URL), not URLs"),
+        ("document", _TEXT_AND_IMAGES),
+        ("document_url", _TEXT_AND_IMAGES),
+        ("audio", _TEXT_AND_IMAGES),
+        ("audio_url", _TEXT_AND_IMAGES),
+    ),
+)
+"""What `/api/chat` carries: text and inline (base64) images."""
 
 SHOW_DETAILS_OPTION = "show_details"
 """`ProviderSettings.options` key: how many listed models `models()` enriches with
@@ -112,6 +130,7 @@ class OllamaAdapter(HTTPAdapter):
         # `format` takes a schema for every model
         structured=ModelCapabilities(json_mode=True, json_schema=True),
         local_engines=("llama.cpp",),
+        inputs=OLLAMA_INPUTS,
     )
     #: The chat endpoint, relative to the base URL.
     chat_path: ClassVar[str] = "/api/chat"
@@ -228,6 +247,15 @@ class OllamaAdapter(HTTPAdapter):
         """One message: text content, base64 `images`, tool calls or a tool result."""
         out: dict[str, Any] = {"role": m.role, "content": m.text}
         if not isinstance(m.content, str):
+            other = next(
+                (p for p in m.content if isinstance(p, DocumentContent | AudioContent)), None
+            )
+            if other is not None:
+                raise ConfigError(
+                    f"{self.instance_id}: Ollama's /api/chat {_TEXT_AND_IMAGES}; "
+                    f"got {type(other).__name__}",
+                    provider=self.instance_id,
+                )
             images = [self.image_base64(p) for p in m.content if isinstance(p, ImageContent)]
             if images:
                 out["images"] = images

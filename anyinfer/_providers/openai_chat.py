@@ -24,15 +24,44 @@ import httpx
 
 from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler, Sender
 from .._adapters.errormap import error_fields
-from .._adapters.profile import AdapterProfile
+from .._adapters.profile import AdapterProfile, InputSupport
+from .._errors import ConfigError
 from .._knowledge.capabilities import ModelCapabilities
-from .._messages import ImageContent, Message, TextContent
+from .._messages import (
+    ContentPart,
+    DocumentContent,
+    ImageContent,
+    Message,
+    TextContent,
+)
 from .._request import GenerationRequest
 from .._stream.parts import FinishPart, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, flushed, opt_dict, opt_int, opt_str
 
-__all__ = ["OpenAIChatAdapter", "RefusalWatch"]
+__all__ = ["CHAT_INPUTS", "OpenAIChatAdapter", "RefusalWatch", "chat_part"]
+
+CHAT_INPUTS = InputSupport(
+    protocol="OpenAI Chat Completions",
+    kinds=frozenset({"image", "image_url", "document", "audio"}),
+    audio_formats=frozenset({"wav", "mp3"}),
+    notes=(
+        (
+            "document_url",
+            "takes documents inline only (a `file` part's `file_data`, no URL); pass the "
+            "PDF's bytes, or use the Responses API (`openai-responses`), which takes "
+            "`file_url`",
+        ),
+        (
+            "audio_url",
+            "takes audio inline only (`input_audio` carries base64 data, no URL); pass "
+            "the audio's bytes",
+        ),
+    ),
+)
+"""What Chat Completions carries: images (inline or by URL), PDFs inline (`file`),
+audio inline as wav or mp3 (`input_audio`). OpenAI-compatible presets inherit it;
+whether a model takes a part is its capability (`vision`, `documents`, `audio`)."""
 
 FINISH_MAP: Mapping[str, str] = {
     "stop": "stop",
@@ -57,6 +86,7 @@ class OpenAIChatAdapter(HTTPAdapter):
     profile: ClassVar[AdapterProfile] = AdapterProfile(
         conformance_dialect="openai-chat",
         structured=ModelCapabilities(json_mode=True, json_schema=True),
+        inputs=CHAT_INPUTS,
     )
     default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
     api_key_env: ClassVar[str | None] = "OPENAI_API_KEY"
@@ -138,13 +168,7 @@ class OpenAIChatAdapter(HTTPAdapter):
         if isinstance(m.content, str):
             out["content"] = m.content
         else:
-            parts: list[dict[str, Any]] = []
-            for p in m.content:
-                if isinstance(p, TextContent):
-                    parts.append({"type": "text", "text": p.text})
-                elif isinstance(p, ImageContent):
-                    parts.append({"type": "image_url", "image_url": {"url": p.as_data_url()}})
-            out["content"] = parts
+            out["content"] = [chat_part(p, self.instance_id) for p in m.content]
         if m.role == "assistant" and m.tool_calls:
             out["tool_calls"] = [
                 {
@@ -441,3 +465,38 @@ def _content_list_parts(content: list[Any], pid: str, key: str) -> Iterator[Part
                 text = as_str(sub.get("text"), pid, f"{key}.content[].thinking[].text")
                 if text:
                     yield ReasoningPart(text)
+
+
+def chat_part(part: ContentPart, provider: str) -> dict[str, Any]:
+    """One content part in Chat Completions form.
+
+    Text is a `text` part, an image an `image_url` part, a PDF a `file` part with
+    `file_data` (a base64 `data:` URL) and a file name, audio an `input_audio` part.
+
+    Raises:
+        ConfigError: A document or audio by URL, or audio in a format other than wav
+            or mp3 (the core refuses these before dispatch; this guards direct use).
+    """
+    if isinstance(part, TextContent):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImageContent):
+        return {"type": "image_url", "image_url": {"url": part.as_data_url()}}
+    if isinstance(part, DocumentContent):
+        data_url = part.as_data_url()
+        if data_url is None:
+            raise ConfigError(
+                f"{provider}: OpenAI Chat Completions {CHAT_INPUTS.note('document_url')}",
+                provider=provider,
+            )
+        return {
+            "type": "file",
+            "file": {"filename": part.filename or "document.pdf", "file_data": data_url},
+        }
+    data = part.base64_data()
+    if data is None or part.format not in ("wav", "mp3"):
+        raise ConfigError(
+            f"{provider}: OpenAI Chat Completions takes audio inline, as wav or mp3 only "
+            f"(got {part!r})",
+            provider=provider,
+        )
+    return {"type": "input_audio", "input_audio": {"data": data, "format": part.format}}

@@ -66,16 +66,35 @@ import httpx
 
 from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler
 from .._adapters.errormap import error_fields
-from .._adapters.profile import AdapterProfile
+from .._adapters.profile import AdapterProfile, InputSupport
 from .._errors import ConfigError, ProviderError
 from .._knowledge.capabilities import ModelCapabilities
-from .._messages import ImageContent, Message, TextContent
+from .._messages import ContentPart, DocumentContent, ImageContent, Message, TextContent
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 from .openai_chat import OpenAIChatAdapter, json_schema_fields
+
+RESPONSES_INPUTS = InputSupport(
+    protocol="OpenAI Responses",
+    kinds=frozenset({"image", "image_url", "document", "document_url"}),
+    notes=(
+        (
+            "audio",
+            "has no audio input in message content (input_text, input_image and "
+            "input_file only); use Chat Completions (`openai`) with an audio model",
+        ),
+        (
+            "audio_url",
+            "has no audio input in message content (input_text, input_image and "
+            "input_file only); use Chat Completions (`openai`) with an audio model",
+        ),
+    ),
+)
+"""What the Responses API carries in message content: images, PDFs as `input_file`
+(`file_data` or `file_url`); no audio."""
 
 _SAMPLING_FIELDS: Mapping[str, str | None] = {
     "temperature": "temperature",
@@ -136,6 +155,7 @@ class OpenAIResponsesAdapter(HTTPAdapter):
     profile: ClassVar[AdapterProfile] = AdapterProfile(
         conformance_dialect="openai-responses",
         structured=ModelCapabilities(json_mode=True, json_schema=True),
+        inputs=RESPONSES_INPUTS,
     )
     default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
     api_key_env: ClassVar[str | None] = "OPENAI_API_KEY"
@@ -246,13 +266,35 @@ class OpenAIResponsesAdapter(HTTPAdapter):
             return items
         if isinstance(m.content, str):
             return [{"role": m.role, "content": m.content}]
-        parts: list[dict[str, Any]] = []
-        for p in m.content:
-            if isinstance(p, TextContent):
-                parts.append({"type": "input_text", "text": p.text})
-            elif isinstance(p, ImageContent):
-                parts.append({"type": "input_image", "image_url": p.as_data_url()})
-        return [{"role": m.role, "content": parts}]
+        return [{"role": m.role, "content": [self.input_part(p) for p in m.content]}]
+
+    def input_part(self, part: ContentPart) -> dict[str, Any]:
+        """One content part as a Responses input item: `input_text`, `input_image`, or
+        `input_file` (a PDF's `file_data` with its file name, or its `file_url`).
+
+        Raises:
+            ConfigError: For audio: Responses message content has no audio item (the
+                core refuses it before dispatch; this guards direct use).
+        """
+        if isinstance(part, TextContent):
+            return {"type": "input_text", "text": part.text}
+        if isinstance(part, ImageContent):
+            return {"type": "input_image", "image_url": part.as_data_url()}
+        if isinstance(part, DocumentContent):
+            item: dict[str, Any] = {"type": "input_file"}
+            data_url = part.as_data_url()
+            if data_url is None:
+                item["file_url"] = part.url
+                if part.filename:
+                    item["filename"] = part.filename
+            else:
+                item["filename"] = part.filename or "document.pdf"
+                item["file_data"] = data_url
+            return item
+        raise ConfigError(
+            f"{self.instance_id}: the OpenAI Responses protocol {RESPONSES_INPUTS.note('audio')}",
+            provider=self.instance_id,
+        )
 
     def ignored_sampling(self, request: GenerationRequest) -> list[str]:
         """Warnings for sampling controls this protocol has no field for."""

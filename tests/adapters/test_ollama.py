@@ -127,6 +127,7 @@ def test_request_body_maps_messages_sampling_tools_and_format() -> None:
         stream_all(
             settings(transport),
             messages,
+            model="gemma3:4b",  # images go to a model the catalog says sees them (vision)
             tools=tools,
             sampling=Sampling(
                 temperature=0.2, top_p=0.9, max_output_tokens=64, stop=("END",), seed=7
@@ -134,7 +135,7 @@ def test_request_body_maps_messages_sampling_tools_and_format() -> None:
         )
     )
     body = sent_body(transport)
-    assert body["model"] == "qwen3:8b" and body["stream"] is True
+    assert body["model"] == "gemma3:4b" and body["stream"] is True
     assert body["messages"][0] == {"role": "system", "content": "Be terse."}
     user = body["messages"][1]
     assert user["role"] == "user" and user["content"] == "What is this?"
