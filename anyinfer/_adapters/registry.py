@@ -30,6 +30,7 @@ _BUILTINS: dict[str, str] = {
     "openai-compat": "anyinfer._providers.openai_compat:OpenAICompatAdapter",
     "azure-foundry": "anyinfer._providers.azure:AzureFoundryAdapter",
     "gemini": "anyinfer._providers.gemini:GeminiAdapter",
+    "cohere": "anyinfer._providers.cohere:CohereAdapter",
     "bedrock": "anyinfer._providers.bedrock:BedrockAdapter",
     "vertex-gemini": "anyinfer._providers.vertex:VertexGeminiAdapter",
     "vertex-anthropic": "anyinfer._providers.vertex:VertexAnthropicAdapter",

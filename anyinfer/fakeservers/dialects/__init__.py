@@ -20,6 +20,7 @@ from ._base import (
 from .anthropic import AnthropicDialect
 from .bedrock_converse import BedrockConverseDialect
 from .azure_openai import AzureOpenAIDialect
+from .cohere_v2 import CohereV2Dialect
 from .gemini import GeminiDialect, GeminiJSONArrayDialect
 from .llama_cpp import LlamaCppDialect
 from .ollama import OllamaDialect
@@ -30,6 +31,7 @@ from .vertex import VertexAnthropicDialect, VertexGeminiDialect
 __all__ = [
     "AnthropicDialect",
     "AzureOpenAIDialect",
+    "CohereV2Dialect",
     "BedrockConverseDialect",
     "Dialect",
     "GeminiDialect",
@@ -55,6 +57,7 @@ register_dialect(AzureOpenAIDialect())
 register_dialect(OpenAIResponsesDialect())
 register_dialect(OllamaDialect())
 register_dialect(AnthropicDialect())
+register_dialect(CohereV2Dialect())
 register_dialect(GeminiDialect())
 register_dialect(GeminiJSONArrayDialect())
 register_dialect(BedrockConverseDialect())

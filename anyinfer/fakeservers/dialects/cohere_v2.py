@@ -1,0 +1,399 @@
+"""Cohere Chat API v2 (`POST …/v2/chat`), streamed and whole.
+
+The wire shapes follow the official `cohere` Python SDK's types (`V2ChatStreamResponse`,
+`V2ChatResponse`, `Usage`, `ChatFinishReason`), Cohere's streaming and RAG-streaming
+guides, and real recordings (langchain-ai/langchain-cohere's streamed cassettes and
+pydantic/pydantic-ai's whole responses, bundled under `tests/data/wire/`). Every event is
+sent as `event: <type>` plus `data: <json>` whose `type` repeats the name, and the body
+ends with `data: [DONE]` (no `event:` line), as every recorded stream does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from .._script import Fault, Frame, Reasoning, Rendered, Script, ScriptUsage, Text, ToolFragment
+from ._base import Dialect, InStreamError, WireProfile, json_bytes
+
+__all__ = ["FINISH_REASONS", "CohereV2Dialect"]
+
+FINISH_REASONS: dict[str, str] = {
+    "stop": "COMPLETE",
+    "length": "MAX_TOKENS",
+    "tool_calls": "TOOL_CALL",
+}
+"""Cohere's `finish_reason` for each neutral finish reason it has; others (Cohere has no
+content-filter reason) are sent verbatim, as a value no provider uses yet is."""
+
+SENTINEL = b"data: [DONE]\n\n"
+"""The last event of every recorded stream."""
+
+CONTEXT_ERROR = (
+    "too many tokens: total number of tokens in the prompt cannot exceed 4081 - received "
+    "4292. Try using a shorter prompt, or enabling prompt truncating. See "
+    "https://docs.cohere.com/reference/generate for more details."
+)
+"""Cohere's documented 400 message for a prompt over the model's limit (its errors page)."""
+
+IN_STREAM_ERROR = "internal server error, this has been reported to our developers"
+"""The text of a scripted `message-end` error (Cohere's own 500 wording)."""
+
+# Error text markers -> the typed error the shared classifier gives a code-less message.
+_TEXT_ERRORS = (
+    (("too many tokens", "context length", "context_length_exceeded"), "ContextWindowError"),
+    (("content_filter", "content_policy"), "ContentFilterError"),
+    (("authentication", "invalid_api_key"), "AuthenticationError"),
+    (("rate_limit",), "RateLimitError"),
+    (("overloaded",), "OverloadedError"),
+    (("model_not_found",), "ModelNotFoundError"),
+)
+
+
+def _uuid(seed: str) -> str:
+    """A UUID4-shaped id derived from `seed` (Cohere's response ids are UUIDs)."""
+    digest = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
+def _seed(script: Script) -> str:
+    """What a script's ids derive from: the script without its fault, so that a cut
+    measured on the fault-free rendering lands on the same bytes the server sends."""
+    return repr(replace(script, fault=None))
+
+
+class CohereV2Dialect(Dialect):
+    """The Cohere Chat API v2 protocol.
+
+    A stream opens with `message-start` (the `id` and an empty assistant shell:
+    `content`, `tool_plan`, `tool_calls`, `citations`, as recorded). A run of reasoning
+    pieces is one `thinking` content block and a run of text pieces one `text` block
+    (`content-start` with empty text, a `content-delta` per piece, `content-end`), the
+    blocks numbered 0, 1, … by `index`. Each tool call is `tool-call-start` (`index` = the
+    script's slot, `id`, `type: function`, `function.name` and empty `arguments`, as
+    recorded), a `tool-call-delta` per argument fragment and `tool-call-end` after its
+    last fragment. `message-end` carries the finish reason (`stop` → `COMPLETE`,
+    `length` → `MAX_TOKENS`, `tool_calls` → `TOOL_CALL`, others verbatim) and every usage
+    figure (`billed_units` and `tokens` with `input_tokens` and `output_tokens`, plus
+    `cached_tokens` for cache reads); Cohere has no split or running counts, so every
+    placement but `none` puts usage there. `data: [DONE]` is the sentinel.
+
+    The whole response is a `V2ChatResponse`: `id`, `message` (`role`, `content` items
+    of type `thinking` and `text`, `tool_calls` with whole `arguments`), `finish_reason`
+    and `usage`, in the recorded order.
+
+    `profile` states what real Cohere traffic has: usage in `message-end` only, with
+    input and output tokens always and `cached_tokens` sometimes; thinking content
+    (reasoning models); no keep-alives; an in-stream failure as a `message-end` with
+    `finish_reason: ERROR` and its `error` text (the SDK's `ChatMessageEndEventDelta`);
+    no answer text beside tool calls (a tool-calling turn streams a `tool_plan` or
+    thinking, then the calls: the recordings and the SDK's examples); parallel calls.
+    """
+
+    name = "cohere-v2"
+    base_path = ""
+    content_type = "text/event-stream"
+    profile = WireProfile(
+        usage_placements=("finish",),
+        usage_fields=("input_tokens", "output_tokens"),
+        optional_usage_fields=("cache_read_tokens",),
+        reasoning=True,
+        keepalives=False,
+        in_stream_errors=(InStreamError(500, None, IN_STREAM_ERROR),),
+        line_endings=("lf",),
+        text_with_tools=False,
+        max_tool_calls=3,
+        # Cohere's call ids are the tool's name, `_` and 12 base-36 characters
+        # (`get_weather_9gpb31r7h7mj`); scripts name their tools independently, so the
+        # ids start with a recorded example's prefix.
+        tool_call_id_prefix="get_weather_",
+    )
+
+    # --- rendering -----------------------------------------------------------------
+
+    @staticmethod
+    def sse_event(payload: dict[str, Any]) -> bytes:
+        """One event as Cohere frames it: `event: <type>` and `data: <json>`.
+
+        Args:
+            payload: The event object; its `type` names the event.
+
+        Returns:
+            The event's bytes, blank line included.
+        """
+        name = str(payload.get("type", "message"))
+        return b"event: " + name.encode() + b"\ndata: " + json_bytes(payload) + b"\n\n"
+
+    def render(self, script: Script, *, stream: bool) -> Rendered:
+        """Render a script as a v2 chat event stream or a whole `V2ChatResponse`.
+
+        Args:
+            script: What the provider sends.
+            stream: Whether to render the streamed (SSE) form.
+
+        Returns:
+            The rendered response.
+        """
+        if stream:
+            return self._render_stream(script)
+        return self._render_whole(script)
+
+    def _render_stream(self, script: Script) -> Rendered:
+        seed = _seed(script)
+        frames: list[Frame] = []
+        shell = {
+            "role": "assistant",
+            "content": [],
+            "tool_plan": "",
+            "tool_calls": [],
+            "citations": [],
+        }
+        start = {"id": _uuid(seed), "type": "message-start", "delta": {"message": shell}}
+        frames.append(Frame(self.sse_event(start)))
+        last_fragment: dict[int, int] = {}
+        for i, piece in enumerate(script.pieces):
+            if isinstance(piece, ToolFragment):
+                last_fragment[piece.index] = i
+        block: str | None = None
+        block_index = -1
+        opened: set[int] = set()
+        for i, piece in enumerate(script.pieces):
+            kind = "text" if isinstance(piece, Text) else "thinking"
+            if isinstance(piece, ToolFragment):
+                kind = "tool"
+            if block is not None and kind != block:
+                frames.append(Frame(self._content_end(block_index)))
+                block = None
+            if isinstance(piece, ToolFragment):
+                frames.extend(self._tool_frames(piece, i, opened, last_fragment))
+                continue
+            assert isinstance(piece, Text | Reasoning)
+            if block is None:
+                block, block_index = kind, block_index + 1
+                content = {"type": kind, kind: ""}
+                event = {"type": "content-start", "index": block_index, "delta": _msg(content)}
+                frames.append(Frame(self.sse_event(event)))
+            event = {
+                "type": "content-delta",
+                "index": block_index,
+                "delta": _msg({kind: piece.text}),
+            }
+            frames.append(Frame(self.sse_event(event), pieces=(i,)))
+        if block is not None:
+            frames.append(Frame(self._content_end(block_index)))
+        delta: dict[str, Any] = {}
+        reason = script.finish_reason
+        if reason is not None:
+            delta["finish_reason"] = FINISH_REASONS.get(reason, reason)
+        usage, usage_set = _usage_json(script.usage if script.usage_placement != "none" else None)
+        if usage_set:
+            delta["usage"] = usage
+        end = {"type": "message-end", "delta": delta}
+        frames.append(Frame(self.sse_event(end), usage=usage_set, finish=reason is not None))
+        if script.sentinel:
+            frames.append(Frame(SENTINEL, sentinel=True))
+        return Rendered(
+            200,
+            (("content-type", self.content_type), ("cache-control", _CACHE_CONTROL)),
+            self.finish_frames(frames, script),
+            malformed=self.malformed_frame(),
+        )
+
+    def _content_end(self, index: int) -> bytes:
+        return self.sse_event({"type": "content-end", "index": index})
+
+    def _tool_frames(
+        self, piece: ToolFragment, i: int, opened: set[int], last: dict[int, int]
+    ) -> list[Frame]:
+        frames: list[Frame] = []
+        slot = piece.index
+        if slot not in opened:
+            opened.add(slot)
+            call: dict[str, Any] = {}
+            if piece.id is not None:
+                call["id"] = piece.id
+            call["type"] = "function"
+            function: dict[str, Any] = {}
+            if piece.name is not None:
+                function["name"] = piece.name
+            function["arguments"] = ""
+            call["function"] = function
+            event = {"type": "tool-call-start", "index": slot, "delta": _msg_calls(call)}
+            frames.append(Frame(self.sse_event(event), pieces=(i,)))
+        if piece.arguments:
+            event = {
+                "type": "tool-call-delta",
+                "index": slot,
+                "delta": _msg_calls({"function": {"arguments": piece.arguments}}),
+            }
+            frames.append(Frame(self.sse_event(event), pieces=(i,)))
+        if last[slot] == i:
+            frames.append(Frame(self.sse_event({"type": "tool-call-end", "index": slot})))
+        return frames
+
+    def _render_whole(self, script: Script) -> Rendered:
+        seed = _seed(script)
+        content: list[dict[str, Any]] = []
+        calls: dict[int, list[ToolFragment]] = {}
+        for piece in script.pieces:
+            if isinstance(piece, ToolFragment):
+                calls.setdefault(piece.index, []).append(piece)
+                continue
+            kind = "text" if isinstance(piece, Text) else "thinking"
+            if content and content[-1]["type"] == kind:
+                content[-1][kind] += piece.text
+            else:
+                content.append({"type": kind, kind: piece.text})
+        message: dict[str, Any] = {"role": "assistant"}
+        if calls:
+            message["tool_calls"] = [_whole_call(f) for f in calls.values()]
+        if content:
+            message["content"] = content
+        payload: dict[str, Any] = {"id": _uuid(seed), "message": message}
+        reason = script.finish_reason
+        if reason is not None:
+            payload["finish_reason"] = FINISH_REASONS.get(reason, reason)
+        usage, usage_set = _usage_json(script.usage if script.usage_placement != "none" else None)
+        if usage_set:
+            payload["usage"] = usage
+        return self.whole_response(script, payload, usage=usage_set, finish=reason is not None)
+
+    def render_error(self, fault: Fault) -> Rendered:
+        """Render `{"id": ..., "message": ...}` with `fault.status`.
+
+        Cohere's error bodies have an id and a message, no code (its errors page says
+        `{"message": string}`; the recordings add the `id`). A `context_length_exceeded`
+        code becomes Cohere's documented "too many tokens" text, any other code prefixes
+        the message (`"code: message"`).
+
+        Args:
+            fault: The `status` fault.
+
+        Returns:
+            The error response, with `retry-after` when `fault.retry_after` is set.
+        """
+        headers: list[tuple[str, str]] = [("content-type", "application/json")]
+        if fault.retry_after is not None:
+            headers.append(("retry-after", f"{fault.retry_after:g}"))
+        body = json_bytes({"id": _uuid(repr(fault)), "message": _error_text(fault)})
+        return Rendered(fault.status, tuple(headers), (Frame(body),))
+
+    def error_frame(self, fault: Fault) -> bytes:
+        """The `message-end` event of a generation that failed after it started:
+        `finish_reason` `ERROR` and the `error` text (the SDK's
+        `ChatMessageEndEventDelta.error`), then `data: [DONE]`.
+
+        Args:
+            fault: The `provider_error` fault.
+
+        Returns:
+            The events' bytes.
+        """
+        delta = {"error": _error_text(fault), "finish_reason": "ERROR"}
+        return self.sse_event({"type": "message-end", "delta": delta}) + SENTINEL
+
+    def in_stream_error_types(self, fault: Fault) -> frozenset[str] | None:
+        """What a faithful adapter raises for the code-less error: a `ProviderError`,
+        or the more specific error the text itself names.
+
+        Args:
+            fault: The `provider_error` fault.
+
+        Returns:
+            Acceptable error class names.
+        """
+        text = _error_text(fault).lower()
+        named = {name for markers, name in _TEXT_ERRORS if any(m in text for m in markers)}
+        return frozenset(named or {"ProviderError"})
+
+    def malformed_frame(self) -> bytes:
+        """A `content-delta` event whose data is not JSON."""
+        return b"event: content-delta\ndata: {not json\n\n"
+
+    def models_response(self, models: Sequence[str]) -> Rendered:
+        """Cohere's model list (`GET /v1/models`): `models[]` with `name` and
+        `endpoints`, no next page.
+
+        Args:
+            models: Model names to list.
+
+        Returns:
+            A 200 response.
+        """
+        payload = {"models": [{"name": m, "endpoints": ["chat"]} for m in models]}
+        return Rendered(
+            200,
+            (("content-type", "application/json"),),
+            (Frame(json_bytes(payload), sentinel=True),),
+        )
+
+    # --- routing -------------------------------------------------------------------
+
+    def is_generation(self, method: str, path: str) -> bool:
+        """`POST …/v2/chat` (any prefix, so proxies' paths work too)."""
+        return method == "POST" and path.rstrip("/").endswith("/v2/chat")
+
+
+_CACHE_CONTROL = "no-cache, no-store, no-transform, must-revalidate, private, max-age=0"
+"""The `cache-control` every recorded Cohere response carries."""
+
+
+def _msg(content: dict[str, Any]) -> dict[str, Any]:
+    return {"message": {"content": content}}
+
+
+def _msg_calls(call: dict[str, Any]) -> dict[str, Any]:
+    return {"message": {"tool_calls": call}}
+
+
+def _error_text(fault: Fault) -> str:
+    """Cohere's text for a fault's error (it has no code field)."""
+    if fault.code and "context_length_exceeded" in fault.code:
+        return CONTEXT_ERROR
+    if fault.code:
+        return f"{fault.code}: {fault.message}"
+    return fault.message
+
+
+def _whole_call(fragments: Sequence[ToolFragment]) -> dict[str, Any]:
+    first = fragments[0]
+    call: dict[str, Any] = {}
+    if first.id is not None:
+        call["id"] = first.id
+    call["type"] = "function"
+    function: dict[str, Any] = {}
+    if first.name is not None:
+        function["name"] = first.name
+    function["arguments"] = "".join(f.arguments for f in fragments)
+    call["function"] = function
+    return call
+
+
+def _usage_json(usage: ScriptUsage | None) -> tuple[dict[str, Any], frozenset[str]]:
+    """Cohere's `usage` object for the script's figures it can carry, and their names.
+
+    `billed_units` repeats the token counts (as recorded for a prompt without Cohere's
+    system preamble; billing is not something the scripts describe), `tokens` carries
+    them, and `cached_tokens` the cache reads. Cohere reports no cache writes and no
+    separate reasoning count.
+    """
+    if usage is None:
+        return {}, frozenset()
+    sent: set[str] = set()
+    tokens: dict[str, int] = {}
+    for name in ("input_tokens", "output_tokens"):
+        value = getattr(usage, name)
+        if value is not None:
+            tokens[name] = value
+            sent.add(name)
+    out: dict[str, Any] = {}
+    if tokens:
+        out["billed_units"] = dict(tokens)
+        out["tokens"] = tokens
+    if usage.cache_read_tokens is not None:
+        out["cached_tokens"] = usage.cache_read_tokens
+        sent.add("cache_read_tokens")
+    return out, frozenset(sent)
