@@ -29,7 +29,7 @@ from ._adapters.base import (
 )
 from ._adapters.errormap import ErrorFields, ErrorKind, error_fields, message_and_code
 from ._adapters.framing import DEFAULT_MAX_FRAME_BYTES, decode_json
-from ._adapters.profile import AdapterProfile, UsageConvention
+from ._adapters.profile import AdapterProfile, InputSupport, UsageConvention
 from ._adapters.shielded import finish_uncancelled
 from ._request import GenerationRequest
 from ._stream.parts import (
@@ -70,6 +70,7 @@ __all__ = [
     "GenerationRequest",
     "HTTPAdapter",
     "Health",
+    "InputSupport",
     "OllamaAdapter",
     "OpenAIChatAdapter",
     "OpenAICompatAdapter",
