@@ -200,7 +200,7 @@ class CohereAdapter(HTTPAdapter):
                     "type": "function",
                     "function": {
                         "name": t.name,
-                        **({"description": t.description} if t.description else {}),
+                        "description": t.description,
                         "parameters": dict(t.parameters),
                     },
                 }
