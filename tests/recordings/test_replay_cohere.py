@@ -162,7 +162,7 @@ def _messages(recorded: list[dict[str, Any]]) -> list[ai.Message]:
     for m in recorded:
         role, content = m["role"], m.get("content")
         if role == "tool":
-            out.append(ai.Message.tool_result(m["tool_call_id"], content))
+            out.append(ai.Message.tool_result(m["tool_call_id"], str(content or "")))
         elif role == "assistant":
             calls = [
                 ai.ToolCall(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
@@ -178,7 +178,7 @@ def _messages(recorded: list[dict[str, Any]]) -> list[ai.Message]:
                     parts.append(ai.ImageContent(url=p["image_url"]["url"]))
             out.append(ai.Message(role, tuple(parts)))
         else:
-            out.append(ai.Message(role, content))
+            out.append(ai.Message(role, str(content or "")))
     return out
 
 
