@@ -33,6 +33,8 @@ _PROTOCOL_ADAPTER = {
 
 
 def _adapter(protocol: str, host: str) -> str | None:
+    if protocol == "gemini" and host.endswith("aiplatform.googleapis.com"):
+        return "vertex-gemini"  # Gemini on Vertex AI (same response shape, Vertex URLs)
     if protocol == "openai_chat":
         return "openai" if host == "api.openai.com" else "openai-compat"
     return _PROTOCOL_ADAPTER.get(protocol)
