@@ -94,6 +94,28 @@ StructuredOutput = Literal[
 """
 
 _STRUCTURED: tuple[str, ...] = get_args(StructuredOutput)
+
+ReasoningSwitch = Literal[
+    "reasoning_effort", "thinking_type", "enable_thinking", "reasoning_object"
+]
+"""How an engine is told to reason or not (the request's `reasoning` effort).
+
+- `reasoning_effort`: OpenAI's `reasoning_effort` field carries the effort, `none`
+  included.
+- `thinking_type`: `thinking: {"type": "enabled" | "disabled"}` switches reasoning on or
+  off (`none` is `disabled`), as DeepSeek, Moonshot (Kimi) and Zhipu / Z.ai document;
+  efforts other than `none` also go in `reasoning_effort`.
+- `enable_thinking`: `enable_thinking: true | false` (`none` is `false`), DashScope's
+  switch for its hybrid-thinking models; efforts other than `none` also go in
+  `reasoning_effort`.
+- `reasoning_object`: OpenRouter's unified `reasoning: {"effort": ...}` (its documented
+  values include `none`) instead of `reasoning_effort`.
+
+The `reasoning_effort` field (and the `reasoning` object) follow `send_reasoning_effort`;
+the on/off switches are sent whenever a reasoning effort is asked for.
+"""
+
+_REASONING_SWITCHES: tuple[str, ...] = get_args(ReasoningSwitch)
 _STREAM_OPTIONS_REJECTED = (400, 422)
 _FALLBACK_WARNING = (
     "the server rejected stream_options; retried without it (usage arrives only if the "
@@ -130,6 +152,9 @@ class Quirks:
             sent as a JSON Schema of `{"type": "object"}`.
         send_reasoning_effort: Send `reasoning_effort` when reasoning is requested
             (engines that reject unknown fields need this off).
+        reasoning_switch: How reasoning is switched on and off (see `ReasoningSwitch`):
+            OpenAI's `reasoning_effort`, a `thinking.type`, `enable_thinking`, or
+            OpenRouter's `reasoning` object.
         dedupe_tool_call_headers: Drop a tool call's `id` and `name` from fragments that
             repeat them (llama-cpp-python repeats both on every fragment), so each slot
             announces them once, as OpenAI does.
@@ -163,6 +188,7 @@ class Quirks:
     structured_output: StructuredOutput = "response_format"
     json_object: bool = True
     send_reasoning_effort: bool = True
+    reasoning_switch: ReasoningSwitch = "reasoning_effort"
     dedupe_tool_call_headers: bool = True
     tool_calls_by_id: bool = True
     legacy_function_call: bool = True
@@ -207,6 +233,10 @@ def _check_quirk(name: str, value: Any, default: Any, provider: str) -> Any:
     if name == "structured_output":
         if value not in _STRUCTURED:
             raise bad("one of " + ", ".join(_STRUCTURED))
+        return value
+    if name == "reasoning_switch":
+        if value not in _REASONING_SWITCHES:
+            raise bad("one of " + ", ".join(_REASONING_SWITCHES))
         return value
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -404,14 +434,28 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
     def build_body(self, request: GenerationRequest) -> dict[str, Any]:
         """The OpenAI body, adjusted by the quirks; `provider_options` still win."""
         q = self.quirks
-        effort = q.send_reasoning_effort and request.model not in self.no_reasoning_effort
+        wanted = request.reasoning
+        switch = q.reasoning_switch
+        effort_field = (
+            q.send_reasoning_effort
+            and request.model not in self.no_reasoning_effort
+            and switch != "reasoning_object"
+            and (switch == "reasoning_effort" or wanted != "none")
+        )
         plain = dataclasses.replace(
             request,
             response_format=None,
             provider_options={},
-            reasoning=request.reasoning if effort else None,
+            reasoning=wanted if effort_field else None,
         )
         body = super().build_body(plain)
+        if wanted is not None:
+            if switch == "thinking_type":
+                body["thinking"] = {"type": "disabled" if wanted == "none" else "enabled"}
+            elif switch == "enable_thinking":
+                body["enable_thinking"] = wanted != "none"
+            elif switch == "reasoning_object" and q.send_reasoning_effort:
+                body["reasoning"] = {"effort": wanted}
         if request.response_format is not None:
             self.apply_structured_output(body, request.response_format)
         if q.seed_field != "seed" and "seed" in body:
@@ -922,9 +966,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "platform.moonshot.cn/docs/guide/migrating-from-openai-to-kimi; pydantic-ai, vercel/ai",
             "max_completion_tokens rests on one source; temperature range [0, 1] and no "
             "tool_choice 'required' (documented); reasoning in reasoning_content; "
-            "thinking: {type: disabled} via provider_options",
+            "reasoning='none' sends thinking: {type: disabled} (kimi-k2.5/k2.6 think by "
+            "default)",
             aliases=("kimi",),
             max_tokens_field="max_completion_tokens",
+            reasoning_switch="thinking_type",
         ),
         "moonshot-cn": _hosted(
             "Moonshot AI (Kimi), China",
@@ -934,6 +980,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "platform.moonshot.cn/docs/guide/migrating-from-openai-to-kimi",
             "as moonshot",
             max_tokens_field="max_completion_tokens",
+            reasoning_switch="thinking_type",
         ),
         "zai": _hosted(
             "Z.ai (GLM), international",
@@ -942,7 +989,9 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "C/C/U",
             "@ai-sdk/zai docs, pydantic-ai, any-llm",
             "reasoning in reasoning_content; only tool_choice auto and json_object, no "
-            "json_schema (single source)",
+            "json_schema (single source); reasoning on/off as thinking: {type} (GLM-4.5 "
+            "and later, documented)",
+            reasoning_switch="thinking_type",
         ),
         "zhipu": _hosted(
             "Zhipu AI BigModel (GLM), China",
@@ -952,6 +1001,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "agentscope, vercel/ai community page, models.dev",
             "models.dev names the key ZHIPU_API_KEY; wire as zai",
             aliases=("bigmodel",),
+            reasoning_switch="thinking_type",
         ),
         "dashscope": _hosted(
             "Alibaba Cloud Model Studio (DashScope)",
@@ -961,9 +1011,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "alibabacloud.com/help/en/model-studio/base-url",
             "regional hosts (dashscope., dashscope-us., cn-hongkong.dashscope.) and regional "
             "keys (a mismatch is a 401); stream usage needs include_usage (the default); "
-            "json_object needs the word JSON in the prompt; enable_thinking via "
-            "provider_options",
+            "json_object needs the word JSON in the prompt; reasoning on/off as "
+            "enable_thinking (hybrid-thinking models)",
             aliases=("alibaba",),
+            reasoning_switch="enable_thinking",
         ),
         "baseten": _hosted(
             "Baseten Model APIs",
@@ -1036,9 +1087,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "DEEPSEEK_API_KEY",
             "C/C/R",
             "api-docs.deepseek.com/guides/thinking_mode; pydantic-ai, vercel/ai",
-            "thinking is on by default; thinking: {type: disabled} via provider_options; "
+            "thinking is on by default; reasoning='none' sends thinking: {type: disabled}, "
+            "other efforts thinking enabled plus reasoning_effort (documented); "
             "reasoning in reasoning_content; prompt_cache_hit_tokens read as cache reads; "
             "/v1 also accepted",
+            reasoning_switch="thinking_type",
         ),
         "xai": _hosted(
             "xAI (Grok)",
@@ -1059,8 +1112,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "openrouter.ai/docs/api-reference/streaming, /docs/errors, /docs/features/"
             "provider-routing",
             "': OPENROUTER PROCESSING' comments skipped; an error event after the 200 is a "
-            "typed error; reasoning in `reasoning`; routing (provider, models) via "
-            "provider_options",
+            "typed error; reasoning in `reasoning`; the effort goes in its unified "
+            "reasoning: {effort} (docs/use-cases/reasoning-tokens); routing (provider, "
+            "models) via provider_options",
+            reasoning_switch="reasoning_object",
         ),
         "gemini-openai": _hosted(
             "Google Gemini API (OpenAI compatibility)",
@@ -1562,6 +1617,7 @@ _REQUEST_ONLY_QUIRKS = frozenset(
         "structured_output",
         "json_object",
         "send_reasoning_effort",
+        "reasoning_switch",
         "seed_field",
         "tool_choice_required",
         "drop_fields",

@@ -253,6 +253,86 @@ def test_mistral_sends_random_seed_and_any_for_a_required_tool() -> None:
     assert (plain["seed"], plain["tool_choice"]) == (7, "required")
 
 
+_REASONING_FIELDS = ("reasoning_effort", "thinking", "enable_thinking", "reasoning")
+
+
+@pytest.mark.parametrize(
+    ("pid", "effort", "expected"),
+    [
+        # DeepSeek (api-docs.deepseek.com/guides/thinking_mode): thinking.type toggles,
+        # reasoning_effort sets the effort.
+        ("deepseek", "none", {"thinking": {"type": "disabled"}}),
+        ("deepseek", "high", {"thinking": {"type": "enabled"}, "reasoning_effort": "high"}),
+        ("moonshot", "none", {"thinking": {"type": "disabled"}}),
+        ("moonshot-cn", "low", {"thinking": {"type": "enabled"}, "reasoning_effort": "low"}),
+        ("zai", "none", {"thinking": {"type": "disabled"}}),
+        ("zhipu", "medium", {"thinking": {"type": "enabled"}, "reasoning_effort": "medium"}),
+        # DashScope: enable_thinking true/false.
+        ("dashscope", "none", {"enable_thinking": False}),
+        ("dashscope", "minimal", {"enable_thinking": True, "reasoning_effort": "minimal"}),
+        # OpenRouter's unified reasoning object, `none` included.
+        ("openrouter", "high", {"reasoning": {"effort": "high"}}),
+        ("openrouter", "none", {"reasoning": {"effort": "none"}}),
+        # Everything else: OpenAI's reasoning_effort, `none` included.
+        ("groq", "low", {"reasoning_effort": "low"}),
+        ("together", "none", {"reasoning_effort": "none"}),
+    ],
+)
+def test_reasoning_goes_in_each_engines_own_switch(
+    pid: str, effort: str, expected: dict[str, Any]
+) -> None:
+    body = _body(pid, reasoning=effort)
+    assert {k: body[k] for k in _REASONING_FIELDS if k in body} == expected
+    unasked = _body(pid)
+    assert not [k for k in _REASONING_FIELDS if k in unasked]
+
+
+def test_reasoning_switch_is_one_quirk_and_provider_options_still_win() -> None:
+    assert quirks_for("deepseek", {}).reasoning_switch == "thinking_type"
+    assert quirks_for("dashscope", {}).reasoning_switch == "enable_thinking"
+    assert quirks_for("openrouter", {}).reasoning_switch == "reasoning_object"
+    assert quirks_for("openai-compat", {}).reasoning_switch == "reasoning_effort"
+    # Any instance can pick a switch through options["quirks"].
+    s = ai.ProviderSettings(
+        "openai-compat",
+        base_url="http://x/v1",
+        options={"quirks": {"reasoning_switch": "enable_thinking"}},
+    )
+    request = GenerationRequest("m", (ai.Message.user("x"),), reasoning="none")
+    assert OpenAICompatAdapter(s).build_body(request)["enable_thinking"] is False
+    with pytest.raises(ai.ConfigError, match="thinking_type"):
+        OpenAICompatAdapter(
+            dataclasses.replace(s, options={"quirks": {"reasoning_switch": "thinking"}})
+        )
+    body = _body("deepseek", reasoning="none", provider_options={"thinking": {"type": "enabled"}})
+    assert body["thinking"] == {"type": "enabled"}
+    # send_reasoning_effort governs the effort fields; the on/off switch still goes.
+    quiet = {"quirks": {"send_reasoning_effort": False}}
+    for pid, kept in (("deepseek", {"thinking": {"type": "enabled"}}), ("openrouter", {})):
+        adapter = preset_adapter(pid)(
+            ai.ProviderSettings(pid, api_key="k", base_url="http://x/v1", options=quiet)
+        )
+        sent = adapter.build_body(GenerationRequest("m", (ai.Message.user("x"),), reasoning="high"))
+        assert {k: sent[k] for k in _REASONING_FIELDS if k in sent} == kept
+
+
+def test_reasoning_none_reaches_deepseek_as_its_switch_through_the_client() -> None:
+    seen: list[dict[str, Any]] = []
+    s = ai.ProviderSettings("deepseek", api_key="k", transport=_effort_server(seen, reject=False))
+
+    async def go() -> None:
+        async with ai.AsyncClient([s]) as client:
+            route = ai.Route("deepseek:deepseek-chat", retry=NO_RETRY)
+            await client.generate("hi", route=route, reasoning="none")
+            await client.generate("hi", route=route, reasoning="high")
+
+    asyncio.run(go())
+    assert [(b.get("thinking"), b.get("reasoning_effort")) for b in seen] == [
+        ({"type": "disabled"}, None),
+        ({"type": "enabled"}, "high"),
+    ]
+
+
 def test_cerebras_drops_the_fields_it_rejects_with_a_warning_but_provider_options_win() -> None:
     sampling = ai.Sampling(temperature=0.5, presence_penalty=0.3, frequency_penalty=0.2)
     body = _body("cerebras", sampling=sampling)
