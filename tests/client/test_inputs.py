@@ -568,3 +568,76 @@ def test_budget_counts_documents_and_audio_toward_the_ceiling_only() -> None:
             [ai.Message.user([ai.TextContent("hi"), wav()])], target="gemini:gemini-2.5-flash"
         )
     assert budget.prompt.floor >= 0 and budget.prompt.ceiling >= IMAGE_TOKENS_CEILING
+
+
+# --- fake servers: the dialects refuse what the real providers refuse --------------------
+
+
+def _post(dialect: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    import httpx
+
+    with FakeServer(dialect, [Script(pieces=(Text("ok"),))]) as srv:
+        response = httpx.post(srv.base_url.rstrip("/") + path, json=body, timeout=10)
+        return response.status_code, response.json()
+
+
+def _chat(*parts: dict[str, Any]) -> dict[str, Any]:
+    return {"model": "gpt-4o", "messages": [{"role": "user", "content": list(parts)}]}
+
+
+@pytest.mark.parametrize(
+    ("part", "says"),
+    [
+        ({"type": "document", "source": {}}, "'document' is not a content part type"),
+        ({"type": "input_audio", "input_audio": {"data": "AAAA", "format": "flac"}}, "format"),
+        ({"type": "file", "file": {"file_url": PDF_URL}}, "file_data or file_id is required"),
+    ],
+)
+def test_openai_chat_dialect_refuses_parts_openai_refuses(part: dict[str, Any], says: str) -> None:
+    status, body = _post("openai-chat", "/chat/completions", _chat(part))
+    assert status == 400
+    assert body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["code"] == "invalid_value" and says in body["error"]["message"]
+
+
+def test_openai_chat_dialect_serves_what_the_adapter_sends() -> None:
+    body, _ = send("openai", "gpt-4o-audio-preview", [doc(), wav()])
+    status, _ = _post("openai-chat", "/chat/completions", body)
+    assert status == 200
+
+
+def test_responses_dialect_refuses_audio() -> None:
+    audio = {"type": "input_audio", "input_audio": {"data": WAV_B64, "format": "wav"}}
+    status, body = _post(
+        "openai-responses",
+        "/responses",
+        {"model": "gpt-4.1", "input": [{"role": "user", "content": [audio]}]},
+    )
+    assert (
+        status == 400 and "'input_audio' is not an input content type" in (body["error"]["message"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("block", "says"),
+    [
+        ({"type": "audio", "source": {"type": "base64", "data": WAV_B64}}, "not a content block"),
+        (
+            {
+                "type": "document",
+                "source": {"type": "base64", "media_type": "text/csv", "data": ""},
+            },
+            "must be a PDF",
+        ),
+    ],
+)
+def test_anthropic_dialect_refuses_blocks_anthropic_refuses(
+    block: dict[str, Any], says: str
+) -> None:
+    status, body = _post(
+        "anthropic-messages",
+        "/v1/messages",
+        {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [_chat(block)["messages"][0]]},
+    )
+    assert status == 400 and body["type"] == "error"
+    assert body["error"]["type"] == "invalid_request_error" and says in body["error"]["message"]

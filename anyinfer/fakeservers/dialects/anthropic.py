@@ -31,6 +31,7 @@ from .._script import (
     ToolFragment,
 )
 from ._base import Dialect, InStreamError, WireProfile, json_bytes
+from ._parts import anthropic_part_problem
 
 __all__ = ["STOP_REASONS", "AnthropicDialect"]
 
@@ -553,6 +554,17 @@ class AnthropicDialect(Dialect):
         )
 
     # --- routing -------------------------------------------------------------------
+
+    def request_fault(self, method: str, path: str, request_json: Any) -> Fault | None:
+        """A 400 `invalid_request_error` for a user content block the Messages API
+        refuses: a block type outside its schema (there is no audio block), a document
+        source it does not know or a base64 document that is not a PDF, a base64 image
+        that is not JPEG, PNG, GIF or WebP. The status and envelope are Anthropic's; the
+        wording is the fake's own."""
+        problem = anthropic_part_problem(request_json)
+        if problem is None:
+            return None
+        return Fault("status", status=400, message=problem, code="invalid_request_error")
 
     def is_generation(self, method: str, path: str) -> bool:
         """`POST …/messages` (any base path, so proxies' prefixes work too)."""

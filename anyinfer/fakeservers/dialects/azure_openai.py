@@ -76,6 +76,7 @@ class AzureOpenAIDialect(OpenAIChatDialect):
     """
 
     name = "azure-openai"
+    checks_content_parts = False  # its content-part schema is not OpenAI's, unverified
     base_path = ""
     profile = WireProfile(
         # Azure OpenAI honours `include_usage` (api-version 2024-10-21 and later); the

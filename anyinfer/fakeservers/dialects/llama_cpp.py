@@ -77,6 +77,7 @@ class LlamaCppDialect(OpenAIChatDialect):
     """
 
     name = "llama.cpp"
+    checks_content_parts = False  # its content-part schema is not OpenAI's, unverified
     base_path = "/v1"
     profile = WireProfile(
         # `include_usage` honoured (AnyInfer asks for it), older builds' usage in the

@@ -43,6 +43,7 @@ from typing import Any
 from .._script import Fault, Frame, Rendered, Script, ScriptUsage, Text, ToolFragment
 from ._base import Dialect, InStreamError, WireProfile, json_bytes
 from ._ids import HEX, ScriptIds
+from ._parts import chat_part_problem
 
 __all__ = ["OpenAIChatDialect"]
 
@@ -334,6 +335,20 @@ class OpenAIChatDialect(Dialect):
         return statusless_error_types(fault)
 
     # --- routing -------------------------------------------------------------------
+
+    #: Whether `request_fault` checks user content parts against OpenAI's schema. A
+    #: server that only resembles OpenAI (llama.cpp, Azure) turns it off.
+    checks_content_parts: bool = True
+
+    def request_fault(self, method: str, path: str, request_json: Any) -> Fault | None:
+        """A 400 `invalid_request_error` (code `invalid_value`) for a user content part
+        OpenAI refuses: a type outside `text`, `image_url`, `input_audio` and `file`, an
+        `input_audio` format other than wav or mp3, a `file` without `file_data` or
+        `file_id`. The status and envelope are OpenAI's; the wording is the fake's own."""
+        problem = chat_part_problem(request_json) if self.checks_content_parts else None
+        if problem is None:
+            return None
+        return Fault("status", status=400, message=problem, code="invalid_value")
 
     def is_generation(self, method: str, path: str) -> bool:
         """`POST …/chat/completions` (any base path, so proxies' prefixes work too)."""

@@ -38,6 +38,7 @@ from typing import Any
 from .._script import Fault, Frame, Reasoning, Rendered, Script, ScriptUsage, Text, ToolFragment
 from ._base import Dialect, InStreamError, WireProfile, json_bytes
 from ._ids import HEX, ScriptIds
+from ._parts import responses_part_problem
 from .openai_chat import OpenAIChatDialect, statusless_error_types
 
 __all__ = ["OpenAIResponsesDialect"]
@@ -500,6 +501,17 @@ class OpenAIResponsesDialect(Dialect):
         return statusless_error_types(fault)
 
     # --- routing -------------------------------------------------------------------
+
+    def request_fault(self, method: str, path: str, request_json: Any) -> Fault | None:
+        """A 400 `invalid_request_error` (code `invalid_value`) for user input content the
+        Responses API refuses: a type outside `input_text`, `input_image` and
+        `input_file` (there is no audio input), an `input_file` with neither `file_data`,
+        `file_id` nor `file_url`. The status and envelope are OpenAI's; the wording is
+        the fake's own."""
+        problem = responses_part_problem(request_json)
+        if problem is None:
+            return None
+        return Fault("status", status=400, message=problem, code="invalid_value")
 
     def is_generation(self, method: str, path: str) -> bool:
         """`POST …/responses` (any base path, so proxies' prefixes work too)."""
