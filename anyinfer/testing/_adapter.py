@@ -14,7 +14,7 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from .._adapters.base import Adapter, DiscoveredModel
-from .._adapters.profile import AdapterProfile
+from .._adapters.profile import INPUT_KINDS, AdapterProfile, InputSupport
 from .._errors import ProviderTimeoutError
 from .._request import GenerationRequest
 from .._stream.parts import (
@@ -41,6 +41,12 @@ class ScriptedAdapter(Adapter):
     is that provider)."""
 
     provider_id = "scripted"
+    # A test double speaks no wire: it takes every content part, so an app's documents
+    # and audio reach its script (a profile given to `scripted_adapter_class` inherits
+    # this unless it declares `inputs` itself).
+    profile = AdapterProfile(
+        inputs=InputSupport(protocol="scripted test double", kinds=frozenset(INPUT_KINDS))
+    )
     script: ClassVar[ScriptedProvider]
 
     def generate(self, request: GenerationRequest) -> Batches[Part]:

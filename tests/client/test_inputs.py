@@ -641,3 +641,19 @@ def test_anthropic_dialect_refuses_blocks_anthropic_refuses(
     )
     assert status == 400 and body["type"] == "error"
     assert body["error"]["type"] == "invalid_request_error" and says in body["error"]["message"]
+
+
+def test_the_app_test_double_takes_every_part() -> None:
+    from anyinfer.testing import Reply, ScriptedProviders
+
+    with ScriptedProviders() as scripted:
+        scripted.add("primary", Reply("read"))
+        with scripted.client() as client:
+            result = client.generate(
+                ai.Message.user([doc(), wav(), ai.AudioContent(url="https://x/a.mp3")]),
+                target="primary:m",
+            )
+        (call,) = scripted.calls
+    assert result.text == "read"
+    parts = call.request.messages[-1].content
+    assert [type(p).__name__ for p in parts] == ["DocumentContent", "AudioContent", "AudioContent"]
