@@ -96,6 +96,7 @@ from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
     Awaitable,
+    Callable,
     Generator,
     Iterable,
     Iterator,
@@ -231,8 +232,9 @@ class EventStreamFramer:
     Raises:
         ProtocolError: From `feed`, for a CRC mismatch, an impossible length or an
             undecodable header.
-        ResponseTooLargeError: From `feed`, for a message larger than the cap (raised as
-            soon as its prelude says so).
+        ResponseTooLargeError: From `feed`, for a message larger than the cap, as soon as
+            the first four bytes of its prelude declare it (before its CRC is checked:
+            nothing larger than the cap is ever buffered, whatever the bytes are).
     """
 
     __slots__ = ("_buf", "_decoder", "_limit", "_pos", "_provider", "_total")
@@ -352,13 +354,14 @@ class SigV4Auth(httpx.Auth):
 
     The signature covers the method, the path as sent, the query, the `host`,
     `content-type` and `x-amz-date` headers (and `x-amz-security-token` for temporary
-    credentials) and the body's SHA-256. Credentials come from `credentials` (a botocore
-    `Credentials`, refreshed by botocore when they expire), read in a worker thread
-    because a refresh may block on the network.
+    credentials) and the body's SHA-256. Credentials come from `resolve` (botocore's
+    credential chain, which may ask the network: SSO, a container or instance role), called
+    in a worker thread on the first request and kept once it finds some; botocore
+    refreshes temporary credentials before they expire, also in that thread.
 
     Args:
-        credentials: botocore credentials, or `None` (every request then fails with a
-            `ConfigError` naming what to set).
+        resolve: Returns botocore `Credentials`, or `None` when the chain finds none (the
+            request then fails with a `ConfigError` naming what to set, unsent).
         region: The signing region.
         service: The signing name (`bedrock`).
         instance: The provider instance, for errors.
@@ -366,8 +369,11 @@ class SigV4Auth(httpx.Auth):
 
     requires_request_body = True
 
-    def __init__(self, credentials: Any, region: str, service: str, instance: str) -> None:
-        self.credentials = credentials
+    def __init__(
+        self, resolve: Callable[[], Any], region: str, service: str, instance: str
+    ) -> None:
+        self.resolve = resolve
+        self.credentials: Any = None
         self.region = region
         self.service = service
         self.instance = instance
@@ -397,7 +403,9 @@ class SigV4Auth(httpx.Auth):
 
     def _frozen(self) -> Any:
         if self.credentials is None:
-            return None
+            self.credentials = self.resolve()
+            if self.credentials is None:
+                return None
         return self.credentials.get_frozen_credentials()
 
     async def async_auth_flow(
@@ -483,8 +491,9 @@ class BedrockAdapter(HTTPAdapter):
                     "an AWS region: set options['region'], AWS_REGION or AWS_DEFAULT_REGION",
                     provider=settings.instance_id,
                 )
+            session = self._session(settings)
             self.http.auth = SigV4Auth(
-                self._credentials(settings), self.region, DEFAULT_SERVICE, self.instance_id
+                session.get_credentials, self.region, DEFAULT_SERVICE, self.instance_id
             )
 
     @staticmethod
@@ -514,15 +523,6 @@ class BedrockAdapter(HTTPAdapter):
                 return os.environ[name]
         found = cls._session(settings).get_config_variable("region")
         return found if isinstance(found, str) and found else None
-
-    def _credentials(self, settings: ProviderSettings) -> Any:
-        """The credential chain's credentials (`None` when it finds none).
-
-        Environment variables are read at once; providers that would reach the network
-        (container and instance roles, SSO) are only consulted when no cheaper one
-        answers, as botocore orders them.
-        """
-        return self._session(settings).get_credentials()
 
     def default_headers(self) -> dict[str, str]:
         """`Authorization: Bearer` for a Bedrock API key, and the configured headers."""
@@ -749,13 +749,25 @@ class BedrockAdapter(HTTPAdapter):
         Bedrock streams `application/vnd.amazon.eventstream`; `stream_parts` reads the
         frames through this override, one message per batch, each as an `SSEEvent`
         named by its type (see `EventStreamFramer`). A message cut off by the end of the
-        body is dropped: the stream then ends without its sentinel.
+        body is dropped: the stream then ends without its sentinel. A 200 answer in JSON
+        instead (a gateway reporting an error its own way) is read as an error body.
 
         Args:
             response: The open response.
             request: The generation request, for its byte limit.
             bare_json: Unused (SSE only).
         """
+        content_type = response.headers.get("content-type", "").lower()
+        if "json" in content_type:
+            chunks = [chunk async for chunk in self.iter_bytes(response, request)]
+            message, code = self.error_message(b"".join(chunks))
+            raise self.error_from_parts(
+                None,
+                f"a stream request was answered with {content_type}, not an event stream: "
+                f"{message}",
+                code,
+                phase="stream",
+            )
         framer = EventStreamFramer(self.instance_id, self.max_frame_bytes)
         async for chunk in self.iter_bytes(response, request):
             for event in framer.feed(chunk):

@@ -981,3 +981,41 @@ def test_fake_transport_round_trip_in_both_forms() -> None:
     assert error is None and result is not None and result.text == "Bonjour"
     whole = run_generate(bearer(fs.FakeTransport(DIALECT, [script])))
     assert whole.text == "Bonjour" and whole.usage.output_tokens == 2
+
+
+def test_a_json_answer_to_a_stream_request_is_read_as_an_error() -> None:
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, json={"message": "Too many requests", "__type": "ThrottlingException"}
+        )
+
+    _, result, error = run_stream(bearer(serving(reply)))
+    assert result is None and isinstance(error, ai.AllTargetsFailedError)
+    last = error.attempts[-1].error
+    assert last is not None and last.type_name == "RateLimitError"
+    assert "Too many requests" in last.detail
+
+
+def test_credentials_are_looked_up_at_the_first_request_not_at_construction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from anyinfer._request import GenerationRequest
+    from anyinfer._stream.parts import TextPart
+
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    seen: list[httpx.Request] = []
+    adapter = BedrockAdapter(ai.ProviderSettings("bedrock", transport=serving(whole_reply, seen)))
+    # Set after the adapter exists: the chain is asked when the first request is signed.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDLATE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    request = GenerationRequest(model=MODEL, messages=(ai.Message.user("hi"),), stream=False)
+
+    async def go() -> list[Any]:
+        try:
+            return [part async for part in adapter.generate(request)]
+        finally:
+            await adapter.aclose()
+
+    parts = asyncio.run(go())
+    assert TextPart("Hello!") in parts
+    assert "Credential=AKIDLATE/" in seen[0].headers["authorization"]
