@@ -657,3 +657,40 @@ def test_the_app_test_double_takes_every_part() -> None:
     assert result.text == "read"
     parts = call.request.messages[-1].content
     assert [type(p).__name__ for p in parts] == ["DocumentContent", "AudioContent", "AudioContent"]
+
+
+def test_a_discovery_no_is_named_as_discovery() -> None:
+    """Ollama's `/api/show` lists a model's capabilities; one without `vision` is
+    recorded `vision=False` at discovery, and an image to it is refused as such."""
+    import json
+
+    import httpx
+
+    from anyinfer.fakeservers import OllamaDialect
+
+    inner = FakeTransport("ollama-chat", [], models=("textonly:1b",))
+    dialect = inner.dialect
+    assert isinstance(dialect, OllamaDialect)
+
+    class Show(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            if dialect.is_show(request.method, request.url.path):
+                name = json.loads(await request.aread())["model"]
+                shown = dialect.show_response(name, capabilities=("completion",))
+                return httpx.Response(shown.status, headers=shown.headers, content=shown.body)
+            return await inner.handle_async_request(request)
+
+    settings = ai.ProviderSettings("ollama", transport=Show(), options={"show_details": True})
+    png = ai.ImageContent(data=b"\x89PNG", media_type="image/png")
+
+    async def go() -> ai.AllTargetsFailedError:
+        async with ai.AsyncClient([settings]) as client:
+            await client.models("ollama")
+            assert client.capabilities("ollama:textonly:1b").source("vision") == "discovery"
+            with pytest.raises(ai.AllTargetsFailedError) as info:
+                await client.generate(ai.Message.user([png]), target="ollama:textonly:1b")
+            return info.value
+
+    error = run(go())
+    assert "vision=False, from the provider's model listing (discovery)" in str(error)
+    assert [r for r in inner.requests if r.path == "/api/chat"] == []
