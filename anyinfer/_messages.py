@@ -121,7 +121,8 @@ def _need_source(kind: str, url: Any, data: Any) -> None:
                 )
         elif not url.lower().startswith(("https://", "http://")):
             raise ConfigError(
-                f"{kind}(url=...) must be an http(s):// or a base64 data: URL, got {url[:60]!r}"
+                f"{kind}(url=...) must be an http(s):// or a base64 data: URL, got one with "
+                f"scheme {url.split(':', 1)[0][:20]!r}"
             )
 
 

@@ -496,7 +496,7 @@ def chat_part(part: ContentPart, provider: str) -> dict[str, Any]:
     if data is None or part.format not in ("wav", "mp3"):
         raise ConfigError(
             f"{provider}: OpenAI Chat Completions takes audio inline, as wav or mp3 only "
-            f"(got {part!r})",
+            f"(got {part.format} {'inline' if data is not None else 'by URL'})",
             provider=provider,
         )
     return {"type": "input_audio", "input_audio": {"data": data, "format": part.format}}
