@@ -137,7 +137,7 @@ class AsyncClient:
         self._repair = repair
         self._estimator = estimator
         self._context_gate = context_gate
-        from .._telemetry import Telemetry
+        from .._observers import Telemetry
 
         self._telemetry = Telemetry()
         for observer in observers or ():

@@ -11,25 +11,18 @@ unobserved request builds no telemetry event and no request id.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._errors import AnyInferError
 from .._request import GenerationRequest
 from .._stream.events import StreamEvent, TimingMark, UsageUpdate
-from .._telemetry import (
-    AttemptEnded,
-    AttemptStarted,
-    FirstToken,
-    RequestEnded,
-    RequestStarted,
-    Telemetry,
-    TelemetryEvent,
-    UsageReported,
-    new_request_id,
-)
 from .._types import AttemptRecord, Generation, ResolvedTarget, Usage
+
+if TYPE_CHECKING:
+    from .._observers import Telemetry
+    from .._telemetry import TelemetryEvent
 
 __all__ = ["SILENT", "Instrument", "instrument"]
 
@@ -45,30 +38,40 @@ class Instrument:
     __slots__ = ("_metadata", "_request_id", "_telemetry")
 
     def __init__(self, telemetry: Telemetry, metadata: Mapping[str, str]) -> None:
+        from .._telemetry import new_request_id
+
         self._telemetry = telemetry
         self._metadata = metadata
         self._request_id = new_request_id()
 
-    def _emit(self, kind: Callable[..., TelemetryEvent], /, **fields: Any) -> None:
-        """Deliver a `kind` event of this request: `fields` plus its id and metadata."""
-        self._telemetry.deliver(
-            kind(request_id=self._request_id, metadata=self._metadata, **fields)
-        )
+    def _emit(self, event: TelemetryEvent) -> None:
+        self._telemetry.deliver(event)
 
     def request_started(
         self, targets: tuple[ResolvedTarget, ...], request: GenerationRequest
     ) -> None:
         """`RequestStarted`: the request was accepted and is about to be routed."""
+        from .._telemetry import RequestStarted
+
         self._emit(
-            RequestStarted,
-            targets=tuple(map(str, targets)),
-            stream=request.stream,
-            messages=request.messages,
+            RequestStarted(
+                request_id=self._request_id,
+                metadata=self._metadata,
+                targets=tuple(map(str, targets)),
+                stream=request.stream,
+                messages=request.messages,
+            )
         )
 
     def attempt_started(self, target: ResolvedTarget, number: int) -> None:
         """`AttemptStarted`: attempt `number` (1-based, within the request) is being sent."""
-        self._emit(AttemptStarted, target=target, attempt=number)
+        from .._telemetry import AttemptStarted
+
+        self._emit(
+            AttemptStarted(
+                request_id=self._request_id, metadata=self._metadata, target=target, attempt=number
+            )
+        )
 
     async def watch(
         self, events: AsyncGenerator[list[StreamEvent], None], target: ResolvedTarget
@@ -80,44 +83,75 @@ class Instrument:
             events: The attempt's events, in batches (closed when this generator is).
             target: The attempt's target.
         """
+        from .._telemetry import FirstToken, UsageReported
+
+        rid, meta = self._request_id, self._metadata
         async with aclosing(events) as inner:
             async for batch in inner:
                 for event in batch:
                     if type(event) is UsageUpdate:
-                        self._emit(UsageReported, target=target, usage=event.usage)
+                        self._emit(
+                            UsageReported(
+                                request_id=rid, metadata=meta, target=target, usage=event.usage
+                            )
+                        )
                     elif type(event) is TimingMark and event.name == "first_token":
-                        self._emit(FirstToken, target=target, at_ms=event.at_ms)
+                        self._emit(
+                            FirstToken(
+                                request_id=rid, metadata=meta, target=target, at_ms=event.at_ms
+                            )
+                        )
                 yield batch
 
     def attempt_ended(self, record: AttemptRecord, usage: Usage) -> None:
         """`AttemptEnded`: one attempt finished (`usage` includes what a failure flushed)."""
+        from .._telemetry import AttemptEnded
+
         self._emit(
-            AttemptEnded,
-            target=record.target,
-            outcome=record.outcome,
-            error=record.error,
-            timing=record.timing,
-            usage=usage,
+            AttemptEnded(
+                request_id=self._request_id,
+                metadata=self._metadata,
+                target=record.target,
+                outcome=record.outcome,
+                error=record.error,
+                timing=record.timing,
+                usage=usage,
+            )
         )
 
     def request_ended(self, result: Generation) -> None:
         """`RequestEnded` for a request that produced `result`."""
+        from .._telemetry import RequestEnded
+
         usage = result.usage
         self._emit(
-            RequestEnded,
-            ok=True,
-            target=result.target,
-            usage=usage,
-            cost_usd=usage.cost_usd,
-            timing=result.timing,
-            finish_reason=result.finish_reason,
-            text=result.text,
-            tool_calls=result.tool_calls,
+            RequestEnded(
+                request_id=self._request_id,
+                metadata=self._metadata,
+                ok=True,
+                target=result.target,
+                usage=usage,
+                cost_usd=usage.cost_usd,
+                timing=result.timing,
+                finish_reason=result.finish_reason,
+                text=result.text,
+                tool_calls=result.tool_calls,
+            )
         )
 
     def request_failed(self, error: AnyInferError, usage: Usage) -> None:
         """`RequestEnded` for a request that raised `error` (`usage`: the last failure's)."""
-        self._emit(RequestEnded, ok=False, usage=usage, error=error.to_info())
+        from .._telemetry import RequestEnded
+
+        self._emit(
+            RequestEnded(
+                request_id=self._request_id,
+                metadata=self._metadata,
+                ok=False,
+                usage=usage,
+                error=error.to_info(),
+            )
+        )
 
 
 class _Silent(Instrument):

@@ -18,18 +18,20 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import AnyInferError
 from .._request import GenerationRequest
 from .._stream.events import StreamEnded, StreamEvent, TimingMark
 from .._stream.parts import Batches
-from .._telemetry import Telemetry
 from .._types import AttemptRecord, ResolvedTarget, Usage
 from .attempt import AttemptRunner, Structured, Trail
 from .health import Breakers
 from .instrument import instrument
 from .route import Route
+
+if TYPE_CHECKING:
+    from .._observers import Telemetry
 
 __all__ = ["Router"]
 

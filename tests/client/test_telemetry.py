@@ -519,3 +519,40 @@ def test_an_unobserved_request_gets_the_silent_instrument() -> None:
     telemetry.subscribe(Recorder())
     observed = instrument(telemetry, {"k": "v"})
     assert type(observed) is Instrument and observed is not instrument(telemetry, {})
+
+
+def test_an_unobserved_client_never_loads_the_event_classes() -> None:
+    """Every client has a hub; the events' module loads with the first observer."""
+    import subprocess
+    import sys
+
+    code = """
+import asyncio, json, sys
+import httpx
+import anyinfer as ai
+
+body = {"id": "c", "object": "chat.completion", "model": "m", "choices": [
+    {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+transport = httpx.MockTransport(lambda request: httpx.Response(200, json=body))
+
+class Seen:
+    def __init__(self): self.kinds = []
+    def on_event(self, event): self.kinds.append(type(event).__name__)
+
+async def main():
+    settings = ai.ProviderSettings("openai", api_key="k", transport=transport)
+    async with ai.AsyncClient([settings]) as client:
+        assert (await client.generate("hi", target="openai:m")).text == "hi"
+        assert "anyinfer._telemetry" not in sys.modules, "loaded with no observer"
+        seen = Seen()
+        client.subscribe(seen)
+        await client.generate("hi", target="openai:m")
+        assert seen.kinds[0] == "RequestStarted" and seen.kinds[-1] == "RequestEnded", seen.kinds
+asyncio.run(main())
+print("ok")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.stdout.strip() == "ok", out.stderr
