@@ -11,11 +11,12 @@ Vertex AI answers in its publishers' shapes, so these dialects are the `gemini` 
   `aiplatform.googleapis.com` service.
 - Claude: `POST .../publishers/anthropic/models/{model}:rawPredict` (a whole `Message`) or
   `:streamRawPredict` (Anthropic's event stream); the endpoint chooses streaming. The
-  request body is Anthropic's with `anthropic_version: "vertex-2023-10-16"` and without
-  `model` (Anthropic's Vertex documentation); any other body is refused with a 400
-  (`request_fault`). Errors Vertex itself raises (401, 403, 404 and 429: credentials, permission,
-  an unknown publisher model, quota) are Google's `{"error": {"code", "message",
-  "status"}}`; the others are Anthropic's error bodies, which the model server sends.
+  request body is Anthropic's with `anthropic_version` (`"vertex-2023-10-16"` in
+  Anthropic's Vertex documentation) and without `model`; a body naming `model` or
+  lacking `anthropic_version` is refused with a 400 (`request_fault`). Errors Vertex
+  itself raises (401, 403, 404 and 429: credentials, permission, an unknown publisher
+  model, quota) are Google's `{"error": {"code", "message", "status"}}`; the others are
+  Anthropic's error bodies, which the model server sends.
 
 `base_path` names a project and a location (`/v1/projects/anyinfer-conformance/locations/
 us-central1`), the location root an adapter appends `/publishers/...` to.
@@ -35,9 +36,6 @@ __all__ = ["VERTEX_CREATE_TIME", "VertexAnthropicDialect", "VertexGeminiDialect"
 
 VERTEX_CREATE_TIME = "2026-01-01T00:00:00.000000Z"
 """The `createTime` the fake Vertex stamps on every Gemini chunk."""
-
-VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
-"""The `anthropic_version` a Claude body on Vertex must carry."""
 
 _ROOT = r"(?:/projects/[^/]+/locations/[^/]+)?"
 _GEMINI_PATH = re.compile(
@@ -109,16 +107,18 @@ class VertexAnthropicDialect(AnthropicDialect):
         return path.endswith(":streamRawPredict")
 
     def request_fault(self, method: str, path: str, request_json: Any) -> Fault | None:
-        """A 400 `invalid_request_error` for a body Vertex refuses: one naming `model`
-        (Vertex takes it from the URL), or without `anthropic_version:
-        "vertex-2023-10-16"`. The status and error type are Vertex's; the wording is
-        the fake's own."""
+        """A 400 `invalid_request_error` for a body outside what Vertex documents: one
+        that names `model` (Vertex takes it from the URL) or has no `anthropic_version`
+        (required in the body). Any version value is accepted: Anthropic's Vertex page
+        documents `vertex-2023-10-16`, and the `anthropic` SDK 2.x sends its API version
+        (`2026-10-21`) there. The status and error type follow Anthropic's error
+        model; the wording is the fake's own."""
         if not isinstance(request_json, dict):
             problem = "the request body must be a JSON object"
         elif "model" in request_json:
-            problem = "model: Extra inputs are not permitted"
-        elif request_json.get("anthropic_version") != VERTEX_ANTHROPIC_VERSION:
-            problem = f"anthropic_version: must be {VERTEX_ANTHROPIC_VERSION!r}"
+            problem = "model: the model is named by the URL, not the body"
+        elif not isinstance(request_json.get("anthropic_version"), str):
+            problem = "anthropic_version: Field required"
         else:
             return None
         return Fault("status", status=400, message=problem, code="invalid_request_error")
