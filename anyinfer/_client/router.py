@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import AnyInferError
 from .._request import GenerationRequest
 from .._stream.events import StreamEnded, StreamEvent, TimingMark
-from .._stream.parts import Batches
+from .._stream.parts import batched
 from .._types import AttemptRecord, ResolvedTarget, Usage
 from .attempt import AttemptRunner, Structured, Trail
 from .health import Breakers
@@ -59,7 +59,8 @@ class Router:
         """The extra body fields for `target`: its instance id's, else its engine id's."""
         return provider_options.get(target.provider) or provider_options.get(target.provider_id, {})
 
-    def run(
+    @batched
+    async def run(
         self,
         route: Route,
         targets: tuple[ResolvedTarget, ...],
@@ -67,7 +68,7 @@ class Router:
         base: GenerationRequest,
         provider_options: Mapping[str, Mapping[str, Any]],
         structured: Structured | None,
-    ) -> Batches[StreamEvent]:
+    ) -> AsyncGenerator[list[StreamEvent], None]:
         """One request's event stream, in batches (one per network read; `AsyncStream`
         serves them one event at a time).
 
@@ -85,17 +86,6 @@ class Router:
             AllTargetsFailedError: Every target failed or was skipped.
             AnyInferError: An attempt's error that ends the route (see `AttemptRunner`).
         """
-        return Batches(self._batches(route, targets, redirects, base, provider_options, structured))
-
-    async def _batches(
-        self,
-        route: Route,
-        targets: tuple[ResolvedTarget, ...],
-        redirects: tuple[ResolvedTarget, ...],
-        base: GenerationRequest,
-        provider_options: Mapping[str, Mapping[str, Any]],
-        structured: Structured | None,
-    ) -> AsyncGenerator[list[StreamEvent], None]:
         tel = instrument(self._telemetry, base.metadata)
         tel.request_started(targets, base)
         trail = Trail(tel, may_redirect=bool(redirects))

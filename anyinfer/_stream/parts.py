@@ -11,13 +11,15 @@ and every chunk of every stream builds one or more.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping, Sequence
+import functools
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from .._types import Usage
 
 __all__ = [
+    "batched",
     "Batches",
     "EndPart",
     "FinishPart",
@@ -125,6 +127,7 @@ END = EndPart()
 
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 
 class Batches(Generic[_T]):
@@ -163,3 +166,25 @@ class Batches(Generic[_T]):
         """Close the source (and what it holds open)."""
         self._batch = ()
         await self.source.aclose()
+
+
+def batched(
+    func: Callable[_P, AsyncGenerator[Sequence[_T], None]],
+) -> Callable[_P, Batches[_T]]:
+    """Make a batch generator function return its batches as `Batches`.
+
+    A stream layer writes its work as an async generator of batches and decorates it,
+    so callers get a `Batches` without a second function restating its parameters.
+
+    Args:
+        func: The async generator function (a method is fine).
+
+    Returns:
+        A function with `func`'s parameters that returns `Batches(func(...))`.
+    """
+
+    @functools.wraps(func)
+    def start(*args: _P.args, **kwargs: _P.kwargs) -> Batches[_T]:
+        return Batches(func(*args, **kwargs))
+
+    return start
