@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 # other OpenAI-compatible hosts to `openai-compat`).
 _PROTOCOL_ADAPTER = {
     "anthropic_messages": "anthropic",
+    "cohere_v2": "cohere",
     "gemini": "gemini",
     "openai_responses": "openai-responses",
 }

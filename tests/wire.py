@@ -317,7 +317,8 @@ def protocol_of(request: RecordedRequest) -> str | None:
     Returns:
         `"openai_chat"` (`…/chat/completions`, any host), `"openai_responses"`
         (`…/responses`), `"anthropic_messages"` (`…/v1/messages`), `"gemini"`
-        (`:generateContent` / `:streamGenerateContent`), or `None` for anything else
+        (`:generateContent` / `:streamGenerateContent`), `"cohere_v2"` (`…/v2/chat`),
+        or `None` for anything else
         (token exchanges, model listings, token counting).
     """
     path = request.path.rstrip("/")
@@ -329,6 +330,8 @@ def protocol_of(request: RecordedRequest) -> str | None:
         return "anthropic_messages"
     if path.endswith((":generateContent", ":streamGenerateContent")):
         return "gemini"
+    if path.endswith("/v2/chat"):
+        return "cohere_v2"
     return None
 
 
