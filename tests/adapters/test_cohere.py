@@ -410,3 +410,19 @@ def test_documents_are_refused_before_dispatch() -> None:
     assert isinstance(out.error, ai.AllTargetsFailedError)
     assert "documents" in str(out.error)
     assert transport.requests == []
+
+
+def test_whole_response_lists_calls_by_slot() -> None:
+    """A script whose second slot streams first: the whole response still lists slot 0
+    first (its position is its slot), and both paths agree."""
+    script = Script(
+        pieces=(
+            ToolFragment(1, "{}", id="b_1", name="b"),
+            ToolFragment(0, '{"x": 1}', id="a_1", name="a"),
+        ),
+        finish_reason="tool_calls",
+    )
+    for call in (generate, lambda t: stream(t).result):
+        result = call(fs.FakeTransport(DIALECT, [script]))
+        assert result is not None
+        assert [c.id for c in result.tool_calls] == ["a_1", "b_1"]

@@ -249,7 +249,8 @@ class CohereV2Dialect(Dialect):
                 content.append({"type": kind, kind: piece.text})
         message: dict[str, Any] = {"role": "assistant"}
         if calls:
-            message["tool_calls"] = [_whole_call(f) for f in calls.values()]
+            # A whole response lists its calls by slot: their position is their slot.
+            message["tool_calls"] = [_whole_call(calls[slot]) for slot in sorted(calls)]
         if content:
             message["content"] = content
         payload: dict[str, Any] = {"id": _uuid(seed), "message": message}
