@@ -79,6 +79,11 @@ Mapping decisions this adapter documents:
   block (`"type": "server_tool_use"`, e.g. Nova's code interpreter) and its `toolResult`
   block run at Bedrock and stay in the raw payload only. A call's slot is its order among
   the client-side `toolUse` blocks, keyed by `contentBlockIndex`.
+- **Multi-turn.** With `retain_raw`, `Generation.raw` keeps every event payload (or the
+  whole response); `content_blocks(raw)` rebuilds the turn's Converse blocks from either
+  (reasoning signatures and `redactedContent` intact), and `assistant_message(generation)`
+  carries them in `Message.provider_data["bedrock"]["content"]`, which this adapter sends
+  verbatim: a Claude tool-use turn with thinking needs its signed reasoning back.
 - **Errors.** An HTTP error names its exception in the `x-amzn-errortype` header
   (`ThrottlingException:http://internal.amazon.com/coral/...`) or the body's `__type`;
   the message is the body's `message` (or `Message`). The status decides the error class
@@ -128,7 +133,7 @@ from .._stream.parts import (
     ToolCallPart,
     UsagePart,
 )
-from .._types import Usage
+from .._types import Generation, Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 
 __all__ = [
@@ -140,6 +145,8 @@ __all__ = [
     "EventStreamFramer",
     "SigV4Auth",
     "StreamState",
+    "assistant_message",
+    "content_blocks",
     "endpoint_for",
 ]
 
@@ -932,6 +939,10 @@ class BedrockAdapter(HTTPAdapter):
             status, message, code, retry_after=parse_retry_after(headers), phase=phase
         )
 
+    def assistant_message(self, generation: Generation) -> Message:
+        """The assistant turn with its native Converse blocks (see `assistant_message`)."""
+        return assistant_message(generation)
+
     def error_hint(self, code: str | None, message: str) -> ErrorKind | None:
         """The kind a Bedrock exception type stands for (`EXCEPTION_KINDS`)."""
         if code:
@@ -945,3 +956,111 @@ def _client_side(use: Mapping[str, Any], pid: str) -> bool:
     """Whether a `toolUse` block is a call for the application (not a server tool's)."""
     kind = opt_str(use.get("type"), pid, "toolUse.type")
     return kind in (None, "tool_use")
+
+
+# --- multi-turn helpers ------------------------------------------------------------------
+
+
+def content_blocks(raw: Any) -> list[dict[str, Any]]:
+    """Rebuild an assistant turn's Converse content blocks from `Generation.raw`.
+
+    Works on both forms `retain_raw` keeps: the list of stream event payloads (each
+    block reassembled from its `contentBlockStart` and deltas, by `contentBlockIndex`:
+    text, `reasoningContent` with its `reasoningText` text and signature or its
+    `redactedContent`, client-side `toolUse` with its input parsed from the fragments)
+    and a whole Converse response (its `output.message.content`, as sent).
+
+    Args:
+        raw: `Generation.raw` of a Bedrock generation made with `retain_raw=True`.
+
+    Returns:
+        The blocks in order, as Converse takes them back in an assistant message. Blocks
+        of server-side tools (which ran at Bedrock) are left out of a streamed turn.
+
+    Raises:
+        ValueError: If `raw` is neither form.
+    """
+    if isinstance(raw, Mapping):
+        output = raw.get("output")
+        message = output.get("message") if isinstance(output, Mapping) else None
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not isinstance(content, list):
+            raise ValueError("raw is not a Converse response")
+        return [dict(b) for b in content if isinstance(b, Mapping)]
+    if not isinstance(raw, list):
+        raise ValueError("raw is not a Converse response or a list of stream events")
+    blocks: dict[int, dict[str, Any]] = {}
+    inputs: dict[int, str] = {}
+    skipped: set[int] = set()
+    for event in raw:
+        if not isinstance(event, Mapping) or not isinstance(event.get("contentBlockIndex"), int):
+            continue
+        index = event["contentBlockIndex"]
+        start, delta = event.get("start"), event.get("delta")
+        if isinstance(start, Mapping):
+            use = start.get("toolUse")
+            if isinstance(use, Mapping) and use.get("type") in (None, "tool_use"):
+                blocks[index] = {"toolUse": {k: v for k, v in use.items() if k != "type"}}
+            else:
+                skipped.add(index)
+        elif isinstance(delta, Mapping) and index not in skipped:
+            _apply_delta(blocks.setdefault(index, {}), inputs, index, delta)
+    for index, text in inputs.items():
+        use = blocks[index].get("toolUse")
+        if isinstance(use, dict):
+            try:
+                use["input"] = json.loads(text) if text.strip() else {}
+            except ValueError:
+                use["input"] = {}  # a cut-off stream's fragments may not parse
+    for block in blocks.values():
+        use = block.get("toolUse")
+        if isinstance(use, dict):
+            use.setdefault("input", {})
+    return [blocks[i] for i in sorted(blocks) if blocks[i] and blocks[i].get("text") != ""]
+
+
+def _apply_delta(
+    block: dict[str, Any], inputs: dict[int, str], index: int, delta: Mapping[str, Any]
+) -> None:
+    if isinstance(delta.get("text"), str):
+        block["text"] = str(block.get("text", "")) + delta["text"]
+    elif isinstance(delta.get("reasoningContent"), Mapping):
+        part = delta["reasoningContent"]
+        reasoning = block.setdefault("reasoningContent", {})
+        if isinstance(part.get("redactedContent"), str):
+            reasoning["redactedContent"] = part["redactedContent"]
+            return
+        text = reasoning.setdefault("reasoningText", {"text": ""})
+        if isinstance(part.get("text"), str):
+            text["text"] = str(text.get("text", "")) + part["text"]
+        if isinstance(part.get("signature"), str):
+            text["signature"] = str(text.get("signature", "")) + part["signature"]
+    elif isinstance(delta.get("toolUse"), Mapping) and "toolUse" in block:
+        fragment = delta["toolUse"].get("input")
+        if isinstance(fragment, str):
+            inputs[index] = inputs.get(index, "") + fragment
+
+
+def assistant_message(generation: Generation) -> Message:
+    """The assistant turn of `generation`, ready to append to the conversation.
+
+    With the raw payload kept (`retain_raw=True`), the message carries the turn's native
+    Converse blocks (reasoning with its signature, or redacted, included) in
+    `provider_data["bedrock"]["content"]`, which the Bedrock adapter sends verbatim: a
+    Claude tool-use turn with thinking needs its reasoning block back. Without it, the
+    message holds only the text and the tool calls.
+
+    Args:
+        generation: A result from a Bedrock target.
+
+    Returns:
+        The assistant message.
+    """
+    if generation.raw is None:
+        return Message.assistant(generation.text, generation.tool_calls)
+    return Message(
+        "assistant",
+        generation.text,
+        tool_calls=generation.tool_calls,
+        provider_data={PROVIDER_DATA_KEY: {"content": content_blocks(generation.raw)}},
+    )

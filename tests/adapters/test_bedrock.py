@@ -1019,3 +1019,102 @@ def test_credentials_are_looked_up_at_the_first_request_not_at_construction(
     parts = asyncio.run(go())
     assert TextPart("Hello!") in parts
     assert "Credential=AKIDLATE/" in seen[0].headers["authorization"]
+
+
+SIGNED_TURN = [
+    event("messageStart", {"role": "assistant"}),
+    event(
+        "contentBlockDelta",
+        {"contentBlockIndex": 0, "delta": {"reasoningContent": {"text": "need the weather"}}},
+    ),
+    event(
+        "contentBlockDelta",
+        {"contentBlockIndex": 0, "delta": {"reasoningContent": {"signature": "EuSIG=="}}},
+    ),
+    event("contentBlockStop", {"contentBlockIndex": 0}),
+    event("contentBlockDelta", {"contentBlockIndex": 1, "delta": {"text": "Checking."}}),
+    event("contentBlockStop", {"contentBlockIndex": 1}),
+    event(
+        "contentBlockStart",
+        {
+            "contentBlockIndex": 2,
+            "start": {"toolUse": {"name": "weather", "toolUseId": "tooluse_w"}},
+        },
+    ),
+    event(
+        "contentBlockDelta",
+        {"contentBlockIndex": 2, "delta": {"toolUse": {"input": '{"city":'}}},
+    ),
+    event(
+        "contentBlockDelta",
+        {"contentBlockIndex": 2, "delta": {"toolUse": {"input": ' "Oslo"}'}}},
+    ),
+    event("contentBlockStop", {"contentBlockIndex": 2}),
+    event("messageStop", {"stopReason": "tool_use"}),
+    event("metadata", {"usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}}),
+]
+SIGNED_BLOCKS = [
+    {"reasoningContent": {"reasoningText": {"text": "need the weather", "signature": "EuSIG=="}}},
+    {"text": "Checking."},
+    {"toolUse": {"name": "weather", "toolUseId": "tooluse_w", "input": {"city": "Oslo"}}},
+]
+
+
+def test_a_streamed_turn_is_rebuilt_with_its_signed_reasoning() -> None:
+    from anyinfer._providers.bedrock import assistant_message
+
+    events: list[ai.StreamEvent] = []
+
+    async def go() -> ai.Generation:
+        async with ai.AsyncClient([bearer(serving(SIGNED_TURN))], retain_raw=True) as client:
+            async with client.stream("Weather?", route=route(CLAUDE)) as st:
+                async for ev in st:
+                    events.append(ev)
+            return st.result
+
+    result = asyncio.run(go())
+    message = assistant_message(result)
+    assert message.provider_data == {"bedrock": {"content": SIGNED_BLOCKS}}
+    assert message.tool_calls == (ai.ToolCall("tooluse_w", "weather", {"city": "Oslo"}),)
+    # Sent back verbatim in the next request.
+    body, _ = sent(
+        [
+            ai.Message.user("Weather?"),
+            message,
+            ai.Message("tool", "sunny", tool_call_id="tooluse_w"),
+        ]
+    )
+    assert body["messages"][1] == {"role": "assistant", "content": SIGNED_BLOCKS}
+
+
+def test_run_tools_sends_the_signed_reasoning_block_back() -> None:
+    """A Claude tool turn with thinking continues with its reasoning block, signature
+    intact (Bedrock refuses the follow-up without it)."""
+    whole_turn = {
+        "output": {"message": {"role": "assistant", "content": SIGNED_BLOCKS}},
+        "stopReason": "tool_use",
+        "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
+        "metrics": {"latencyMs": 10},
+    }
+    replies = [whole_turn, WHOLE]
+    seen: list[httpx.Request] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=replies[len(seen) - 1])
+
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    async def go() -> ai.Generation:
+        async with ai.AsyncClient([bearer(serving(reply, seen))]) as client:
+            return await client.run_tools(
+                "Weather in Oslo?", tools=[weather], route=route(CLAUDE), reasoning="low"
+            )
+
+    result = asyncio.run(go())
+    assert result.text == "Hello!"
+    follow_up = json.loads(seen[1].content)
+    assert follow_up["messages"][1] == {"role": "assistant", "content": SIGNED_BLOCKS}
+    assert follow_up["messages"][2]["content"][0]["toolResult"]["toolUseId"] == "tooluse_w"
+    assert follow_up["additionalModelRequestFields"]["thinking"]["budget_tokens"] == 1024

@@ -29,6 +29,7 @@ from helpers import NO_RETRY
 from wire import Interaction, find_wire_dir, interactions, replay_transport
 
 import anyinfer as ai
+from anyinfer._providers.bedrock import content_blocks
 
 _WIRE_DIR, _WIRE_WHY = find_wire_dir()
 
@@ -91,6 +92,8 @@ class Expected:
     latency_ms: float | None = None
     order: list[str] = field(default_factory=list)
     payloads: list[Any] = field(default_factory=list)
+    signatures: list[str] = field(default_factory=list)
+    redacted: int = 0
     whole: Any = None  # the parsed body of a whole response
 
     @property
@@ -155,6 +158,10 @@ def expected_stream(item: Interaction) -> Expected:
             elif (delta.get("reasoningContent") or {}).get("text"):
                 exp.reasoning += delta["reasoningContent"]["text"]
                 exp.order.append("ReasoningDelta")
+            elif "signature" in (delta.get("reasoningContent") or {}):
+                exp.signatures.append(delta["reasoningContent"]["signature"])
+            elif "redactedContent" in (delta.get("reasoningContent") or {}):
+                exp.redacted += 1
             elif "toolUse" in delta and index in calls:
                 calls[index]["input"] += delta["toolUse"]["input"]
                 if delta["toolUse"]["input"]:
@@ -179,7 +186,13 @@ def expected_whole(item: Interaction) -> Expected:
         if "text" in block:
             exp.text += block["text"]
         elif "reasoningContent" in block:
-            exp.reasoning += block["reasoningContent"]["reasoningText"]["text"]
+            reasoning = block["reasoningContent"]
+            if "redactedContent" in reasoning:
+                exp.redacted += 1
+            else:
+                exp.reasoning += reasoning["reasoningText"]["text"]
+                if "signature" in reasoning["reasoningText"]:
+                    exp.signatures.append(reasoning["reasoningText"]["signature"])
         elif "toolUse" in block and block["toolUse"].get("type", "tool_use") == "tool_use":
             use = block["toolUse"]
             exp.calls.append(ai.ToolCall(use["toolUseId"], use["name"], use["input"]))
@@ -225,6 +238,17 @@ def _check_result(exp: Expected, result: ai.Generation) -> None:
     assert result.timing.phases.get("provider_latency_ms") == exp.latency_ms
     assert result.warnings == ()
     assert result.raw == exp.raw
+    # The turn rebuilt for sending back (`content_blocks`, the adapter's public helper
+    # under test): every text, reasoning (signed or redacted) and client tool-call block.
+    blocks = content_blocks(result.raw)
+    assert "".join(b.get("text", "") for b in blocks) == exp.text
+    reasoning = [b["reasoningContent"] for b in blocks if "reasoningContent" in b]
+    texts = [r["reasoningText"] for r in reasoning if "reasoningText" in r]
+    assert "".join(t["text"] for t in texts) == exp.reasoning
+    assert [t["signature"] for t in texts if "signature" in t] == exp.signatures
+    assert sum("redactedContent" in r for r in reasoning) == exp.redacted
+    uses = [b["toolUse"] for b in blocks if "toolUse" in b]
+    assert [ai.ToolCall(u["toolUseId"], u["name"], u["input"]) for u in uses] == exp.calls
 
 
 # --- the tests --------------------------------------------------------------------------
@@ -238,6 +262,8 @@ def test_the_recordings_cover_streams_tools_reasoning_and_errors() -> None:
     assert any(e.calls for e in streamed) and any(e.calls for e in whole)
     assert any(e.reasoning for e in streamed) and any(e.reasoning for e in whole)
     assert any(e.usage.cache_write_tokens for e in whole)
+    assert any(e.signatures for e in streamed) and any(e.signatures for e in whole)
+    assert any(e.redacted for e in streamed)
     assert {e.stop for e in streamed + whole} >= {"end_turn", "tool_use", "max_tokens"}
     assert any(i.response.status >= 400 for i in STREAMED)
     assert any(i.response.status >= 400 for i in OTHERS)
