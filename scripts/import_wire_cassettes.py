@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 # other OpenAI-compatible hosts to `openai-compat`).
 _PROTOCOL_ADAPTER = {
     "anthropic_messages": "anthropic",
+    "bedrock_converse": "bedrock",
     "cohere_v2": "cohere",
     "gemini": "gemini",
     "openai_responses": "openai-responses",
@@ -39,6 +40,17 @@ def _adapter(protocol: str, host: str) -> str | None:
     if protocol == "openai_chat":
         return "openai" if host == "api.openai.com" else "openai-compat"
     return _PROTOCOL_ADAPTER.get(protocol)
+
+
+def _response_text(item: object) -> str | bytes:
+    """The response body as scrubbed text; a binary AWS event stream (Bedrock) stays
+    bytes (`!!binary` in the YAML), since its frames carry checksums over the bytes."""
+    from anyinfer.conformance.cassettes import scrub_text
+
+    response = item.response  # type: ignore[attr-defined]
+    if response.content_type == "application/vnd.amazon.eventstream":
+        return bytes(response.body)
+    return scrub_text(response.body.decode("utf-8", "replace"))
 
 
 def main() -> None:
@@ -63,7 +75,7 @@ def main() -> None:
         name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", item.cassette.stem)
         path = out / adapter / "shared-wire" / f"{source}__{name}__{item.index}.yaml"
         body = item.request.json
-        if isinstance(body, dict) and protocol == "gemini":
+        if isinstance(body, dict) and protocol in ("gemini", "bedrock_converse"):
             body = {**body, "stream": item.request.wants_stream}  # the URL says; keep it visible
         data = {
             "version": 1,
@@ -82,9 +94,7 @@ def main() -> None:
                             for k, v in item.response.headers.items()
                             if k in ("content-type", "retry-after", "retry-after-ms")
                         },
-                        "body": {
-                            "string": scrub_text(item.response.body.decode("utf-8", "replace"))
-                        },
+                        "body": {"string": _response_text(item)},
                     },
                 }
             ],

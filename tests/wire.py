@@ -149,13 +149,13 @@ class RecordedRequest:
     def wants_stream(self) -> bool:
         """Whether the request asked for a streamed response.
 
-        True for a JSON body with `"stream": true` and for Gemini's
-        `:streamGenerateContent` URLs.
+        True for a JSON body with `"stream": true`, for Gemini's
+        `:streamGenerateContent` URLs and Bedrock's `…/converse-stream`.
         """
         payload = self.json
         if isinstance(payload, dict) and payload.get("stream") is True:
             return True
-        return ":streamGenerateContent" in self.path
+        return ":streamGenerateContent" in self.path or self.path.endswith("/converse-stream")
 
 
 @dataclass(frozen=True)
@@ -318,6 +318,7 @@ def protocol_of(request: RecordedRequest) -> str | None:
         `"openai_chat"` (`…/chat/completions`, any host), `"openai_responses"`
         (`…/responses`), `"anthropic_messages"` (`…/v1/messages`), `"gemini"`
         (`:generateContent` / `:streamGenerateContent`), `"cohere_v2"` (`…/v2/chat`),
+        `"bedrock_converse"` (`…/model/{id}/converse` / `…/converse-stream`),
         or `None` for anything else
         (token exchanges, model listings, token counting).
     """
@@ -332,6 +333,8 @@ def protocol_of(request: RecordedRequest) -> str | None:
         return "gemini"
     if path.endswith("/v2/chat"):
         return "cohere_v2"
+    if "/model/" in path and path.endswith(("/converse", "/converse-stream")):
+        return "bedrock_converse"
     return None
 
 
