@@ -165,8 +165,9 @@ class Adapter(ABC):
     """Base class of every provider adapter.
 
     Subclasses set `provider_id` (and optionally `profile`, `default_base_url`,
-    `api_key_env`) and implement `generate`. Register third-party adapters under the
-    `anyinfer.adapters` entry-point group, or with `ProviderRegistry.register`.
+    `api_key_env`, `fallback_api_key_env`) and implement `generate`. Register
+    third-party adapters under the `anyinfer.adapters` entry-point group, or with
+    `ProviderRegistry.register`.
 
     `profile` (an `AdapterProfile`) declares the provider facts the core reads
     without sending a request: aliases, conformance dialect, usage convention,
@@ -182,6 +183,9 @@ class Adapter(ABC):
     profile: ClassVar[AdapterProfile] = AdapterProfile()
     default_base_url: ClassVar[str | None] = None
     api_key_env: ClassVar[str | None] = None
+    fallback_api_key_env: ClassVar[str | None] = None
+    """A second variable read for the key when `api_key_env` is unset too (Gemini's
+    `GOOGLE_API_KEY`); part of the instance's key variables (`instance_config`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

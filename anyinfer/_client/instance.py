@@ -10,7 +10,8 @@ variables) — asks this module, so the three can never disagree.
   its `default_base_url_for(settings, environ)` classmethod derives from the settings
   when it has one (Vertex AI's host depends on the location).
 - **Key variables:** `ANYINFER_<INSTANCE>_API_KEY`, then the adapter class's
-  `api_key_env` (consulted only when the settings give no key).
+  `api_key_env`, then its `fallback_api_key_env` (consulted only when the settings give
+  no key).
 - **Project and location** (Google Cloud, `cloud_placement`): `options["project"]`, else
   `ANYINFER_<INSTANCE>_PROJECT`, else the provider's variables (`GOOGLE_CLOUD_PROJECT`, ...);
   `options["location"]`, else `ANYINFER_<INSTANCE>_LOCATION`, else the provider's variables
@@ -239,14 +240,18 @@ def instance_config(
 
     Args:
         settings: The instance's settings.
-        adapter_class: The class its adapter is built from (for `default_base_url` and
-            `api_key_env`); `None` for no provider defaults.
+        adapter_class: The class its adapter is built from (for `default_base_url`,
+            `api_key_env` and `fallback_api_key_env`); `None` for no provider defaults.
         environ: The environment to read; defaults to `os.environ`.
     """
     default = provider_default_base_url(adapter_class, settings, environ=environ)
     url, source = _resolve(settings, default, environ)
-    provider_env = adapter_class.api_key_env if adapter_class is not None else None
-    key_envs = (api_key_env(settings.instance_id),) + ((provider_env,) if provider_env else ())
+    provider_envs = (
+        (adapter_class.api_key_env, adapter_class.fallback_api_key_env)
+        if adapter_class is not None
+        else ()
+    )
+    key_envs = (api_key_env(settings.instance_id), *(n for n in provider_envs if n))
     return InstanceConfig(
         instance_id=settings.instance_id,
         base_url=url,

@@ -62,9 +62,7 @@ Mapping decisions this adapter documents:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping
-from dataclasses import replace
 from typing import Any, ClassVar
 
 import httpx
@@ -72,12 +70,10 @@ import httpx
 from .._adapters.base import HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind, classify
 from .._adapters.profile import AdapterProfile, InputSupport
-from .._client.credentials import check_secret
 from .._errors import ConfigError, ProviderError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ContentPart, ImageContent, Message, TextContent
 from .._request import GenerationRequest
-from .._settings import ProviderSettings
 from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, flushed, opt_dict, opt_int, opt_str
@@ -156,20 +152,6 @@ class CohereAdapter(HTTPAdapter):
     default_base_url: ClassVar[str | None] = "https://api.cohere.com"
     api_key_env: ClassVar[str | None] = "CO_API_KEY"
     fallback_api_key_env: ClassVar[str | None] = FALLBACK_API_KEY_ENV
-    """Read for the key when neither the settings nor `api_key_env` give one."""
-
-    def __init__(self, settings: ProviderSettings) -> None:
-        fallback_env = self.fallback_api_key_env
-        if not settings.api_key and fallback_env:
-            fallback = os.environ.get(fallback_env)
-            if fallback:
-                check_secret(
-                    fallback,
-                    source=f"environment variable {fallback_env}",
-                    provider=settings.instance_id,
-                )
-                settings = replace(settings, api_key=fallback)
-        super().__init__(settings)
 
     def default_headers(self) -> dict[str, str]:
         """Bearer auth plus the configured headers."""

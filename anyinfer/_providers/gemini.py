@@ -94,7 +94,6 @@ from __future__ import annotations
 
 import json
 import mimetypes
-import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -106,7 +105,6 @@ from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler, parse_
 from .._adapters.errormap import ErrorKind
 from .._adapters.framing import loads_or_none
 from .._adapters.profile import INPUT_KINDS, AdapterProfile, InputSupport
-from .._client.credentials import check_secret
 from .._client.instance import provider_default_base_url, resolve_base_url
 from .._errors import (
     ConfigError,
@@ -229,7 +227,6 @@ class GeminiAdapter(HTTPAdapter):
     default_base_url: ClassVar[str | None] = DEFAULT_BASE_URL
     api_key_env: ClassVar[str | None] = "GEMINI_API_KEY"
     fallback_api_key_env: ClassVar[str | None] = FALLBACK_API_KEY_ENV
-    """Read for the key when neither the settings nor `api_key_env` give one."""
 
     @classmethod
     def default_base_url_for(
@@ -243,16 +240,6 @@ class GeminiAdapter(HTTPAdapter):
         return cls.default_base_url
 
     def __init__(self, settings: ProviderSettings) -> None:
-        fallback_env = self.fallback_api_key_env
-        if not settings.api_key and fallback_env:
-            fallback = os.environ.get(fallback_env)
-            if fallback:
-                check_secret(
-                    fallback,
-                    source=f"environment variable {fallback_env}",
-                    provider=settings.instance_id,
-                )
-                settings = replace(settings, api_key=fallback)
         default = provider_default_base_url(type(self), settings)
         if default != self.default_base_url and resolve_base_url(settings) is None:
             settings = replace(settings, base_url=default)  # a derived default endpoint
