@@ -126,13 +126,44 @@ def _need_source(kind: str, url: Any, data: Any) -> None:
             )
 
 
+class _MediaSource:
+    """What `DocumentContent` and `AudioContent` share: a source that is either bytes or a
+    URL (`http(s)://` or a base64 `data:` URL), and a repr that never shows the payload."""
+
+    __slots__ = ()
+
+    data: bytes | None
+    url: str | None
+
+    def _repr_with(self, *more: tuple[str, Any]) -> str:
+        sources = (("data", _bytes_repr(self.data)), ("url", _url_repr(self.url)))
+        bits = [
+            f"{name}={value if name == 'data' else repr(value)}"
+            for name, value in (*sources, *more)
+            if value is not None
+        ]
+        return f"{type(self).__name__}({', '.join(bits)})"
+
+    @property
+    def is_inline(self) -> bool:
+        """Whether the part travels in the request (bytes or a `data:` URL)."""
+        return self.data is not None or bool(self.url and self.url.startswith("data:"))
+
+    def base64_data(self) -> str | None:
+        """The part's base64 payload when inline (bytes or `data:` URL); else `None`."""
+        if self.data is not None:
+            return base64.b64encode(self.data).decode()
+        inline = _split_data_url(str(self.url))
+        return None if inline is None else inline[1]
+
+
 PDF_MEDIA_TYPE = "application/pdf"
 
 _PDF_MAGIC = b"%PDF-"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class DocumentContent:
+class DocumentContent(_MediaSource):
     """A document content part (a PDF), by inline bytes or URL.
 
     Which protocols take a document, inline or by URL, is in the inputs guide; a target
@@ -187,29 +218,7 @@ class DocumentContent:
                 )
 
     def __repr__(self) -> str:
-        bits = [
-            f"{name}={value if name == 'data' else repr(value)}"
-            for name, value in (
-                ("data", _bytes_repr(self.data)),
-                ("url", _url_repr(self.url)),
-                ("filename", self.filename),
-                ("title", self.title),
-            )
-            if value is not None
-        ]
-        return f"DocumentContent({', '.join(bits)})"
-
-    @property
-    def is_inline(self) -> bool:
-        """Whether the document travels in the request (bytes or a `data:` URL)."""
-        return self.data is not None or bool(self.url and self.url.startswith("data:"))
-
-    def base64_data(self) -> str | None:
-        """The document's base64 payload when inline (bytes or `data:` URL); else `None`."""
-        if self.data is not None:
-            return base64.b64encode(self.data).decode()
-        inline = _split_data_url(str(self.url))
-        return None if inline is None else inline[1]
+        return self._repr_with(("filename", self.filename), ("title", self.title))
 
     def as_data_url(self) -> str | None:
         """The document as a base64 `data:` URL when inline; else `None`."""
@@ -240,7 +249,7 @@ _AUDIO_MEDIA_TYPES: Mapping[str, str] = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class AudioContent:
+class AudioContent(_MediaSource):
     """An audio content part, by inline bytes or URL.
 
     Give the format (`"wav"`, `"mp3"`, ... see `AUDIO_FORMATS`) or the MIME type; either
@@ -311,28 +320,7 @@ class AudioContent:
         return ext if ext in AUDIO_FORMATS else None
 
     def __repr__(self) -> str:
-        bits = [
-            f"{name}={value if name == 'data' else repr(value)}"
-            for name, value in (
-                ("data", _bytes_repr(self.data)),
-                ("url", _url_repr(self.url)),
-                ("format", self.format),
-            )
-            if value is not None
-        ]
-        return f"AudioContent({', '.join(bits)})"
-
-    @property
-    def is_inline(self) -> bool:
-        """Whether the audio travels in the request (bytes or a `data:` URL)."""
-        return self.data is not None or bool(self.url and self.url.startswith("data:"))
-
-    def base64_data(self) -> str | None:
-        """The audio's base64 payload when inline (bytes or `data:` URL); else `None`."""
-        if self.data is not None:
-            return base64.b64encode(self.data).decode()
-        inline = _split_data_url(str(self.url))
-        return None if inline is None else inline[1]
+        return self._repr_with(("format", self.format))
 
 
 ContentPart = TextContent | ImageContent | DocumentContent | AudioContent
