@@ -88,6 +88,8 @@ __all__ = [
     "AnthropicAdapter",
     "assistant_message",
     "content_blocks",
+    "thinking_budget",
+    "thinking_object",
 ]
 
 DEFAULT_API_VERSION = "2023-06-01"
@@ -262,26 +264,7 @@ class AnthropicAdapter(HTTPAdapter):
         self, request: GenerationRequest, cap: int | None, warnings: list[str]
     ) -> dict[str, Any] | None:
         """The `thinking` object for the request's reasoning effort, or `None`."""
-        effort = request.reasoning
-        if effort is None or effort == "none":
-            return None
-        budget = THINKING_BUDGETS.get(effort)
-        if budget is None:
-            raise ConfigError(
-                f"unknown reasoning effort {effort!r}; expected one of "
-                f"none, {', '.join(THINKING_BUDGETS)}",
-                provider=self.instance_id,
-            )
-        if cap is not None and budget >= cap:
-            budget = cap - 1
-            if budget < MIN_THINKING_BUDGET:
-                warnings.append(
-                    f"{self.instance_id}: reasoning={effort!r} was not sent: "
-                    f"max_output_tokens={cap} leaves no room for Anthropic's minimum "
-                    f"thinking budget of {MIN_THINKING_BUDGET} tokens"
-                )
-                return None
-        return {"type": "enabled", "budget_tokens": budget}
+        return thinking_object(request.reasoning, cap, self.instance_id, warnings)
 
     @staticmethod
     def tool_json(name: str, description: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
@@ -745,3 +728,43 @@ def assistant_message(generation: Generation) -> Message:
         tool_calls=generation.tool_calls,
         provider_data={PROVIDER_DATA_KEY: {"content": content_blocks(generation.raw)}},
     )
+
+
+def thinking_budget(effort: str, provider: str) -> int:
+    """The thinking budget, in tokens, of a reasoning effort other than `none`.
+
+    Raises:
+        ConfigError: For an effort the budgets do not know.
+    """
+    budget = THINKING_BUDGETS.get(effort)
+    if budget is None:
+        raise ConfigError(
+            f"unknown reasoning effort {effort!r}; expected one of "
+            f"none, {', '.join(THINKING_BUDGETS)}",
+            provider=provider,
+        )
+    return budget
+
+
+def thinking_object(
+    effort: str | None, cap: int | None, provider: str, warnings: list[str]
+) -> dict[str, Any] | None:
+    """Anthropic's `thinking` object for a reasoning effort (the Messages API's, and
+    Bedrock's for Anthropic models), or `None` when there is none to send.
+
+    The budget must stay below `cap` (`max_output_tokens`); when that leaves less than
+    Anthropic's minimum, thinking is not sent and a warning says why.
+    """
+    if effort is None or effort == "none":
+        return None
+    budget = thinking_budget(effort, provider)
+    if cap is not None and budget >= cap:
+        budget = cap - 1
+        if budget < MIN_THINKING_BUDGET:
+            warnings.append(
+                f"{provider}: reasoning={effort!r} was not sent: "
+                f"max_output_tokens={cap} leaves no room for Anthropic's minimum "
+                f"thinking budget of {MIN_THINKING_BUDGET} tokens"
+            )
+            return None
+    return {"type": "enabled", "budget_tokens": budget}

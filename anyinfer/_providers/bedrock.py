@@ -587,35 +587,18 @@ class BedrockAdapter(HTTPAdapter):
         self, request: GenerationRequest, cap: int | None, warnings: list[str]
     ) -> dict[str, Any] | None:
         """Anthropic's `thinking` object for an Anthropic model's reasoning effort."""
-        from .anthropic import MIN_THINKING_BUDGET, THINKING_BUDGETS
+        from .anthropic import thinking_budget, thinking_object
 
         effort = request.reasoning
-        if effort is None or effort == "none":
-            return None
-        budget = THINKING_BUDGETS.get(effort)
-        if budget is None:
-            raise ConfigError(
-                f"unknown reasoning effort {effort!r}; expected one of "
-                f"none, {', '.join(THINKING_BUDGETS)}",
-                provider=self.instance_id,
-            )
-        if "anthropic." not in request.model:
+        if effort is not None and effort != "none" and "anthropic." not in request.model:
+            thinking_budget(effort, self.instance_id)  # an unknown effort is still an error
             warnings.append(
                 f"{self.instance_id}: reasoning={effort!r} was not sent: only Anthropic "
                 "models on Bedrock take a reasoning budget through this adapter; pass the "
                 "model's own switch in provider_options['additionalModelRequestFields']"
             )
             return None
-        if cap is not None and budget >= cap:
-            budget = cap - 1
-            if budget < MIN_THINKING_BUDGET:
-                warnings.append(
-                    f"{self.instance_id}: reasoning={effort!r} was not sent: "
-                    f"max_output_tokens={cap} leaves no room for the minimum thinking "
-                    f"budget of {MIN_THINKING_BUDGET} tokens"
-                )
-                return None
-        return {"type": "enabled", "budget_tokens": budget}
+        return thinking_object(effort, cap, self.instance_id, warnings)
 
     def tool_config(self, request: GenerationRequest, warnings: list[str]) -> dict[str, Any] | None:
         """`toolConfig`: the tools and the tool choice (see the module documentation)."""
