@@ -75,10 +75,9 @@ from .framing import (
 from .limits import response_limits
 from .profile import AdapterProfile
 from .shielded import finish_uncancelled
+from .tls import LazyTrustContext
 
 if TYPE_CHECKING:
-    import ssl
-
     from .._messages import Message
     from .._types import Generation
 from .._request import GenerationRequest
@@ -264,22 +263,6 @@ def _positive_option(settings: ProviderSettings, name: str, default: int) -> int
 
 def _max_connections(settings: ProviderSettings) -> int:
     return _positive_option(settings, "max_connections", DEFAULT_MAX_CONNECTIONS)
-
-
-def _tls_context(base_url: str) -> ssl.SSLContext | bool:
-    """The TLS setting for a transport that only ever talks to `base_url`.
-
-    httpx's default context loads the whole CA bundle, about 35 ms of a process's first
-    request (measured). A plain-http base URL cannot use it: redirects are not followed
-    and every request goes to the base URL. Such a transport gets a context that trusts
-    no certificate at all, cheap to build, so a TLS connection made by mistake fails
-    verification rather than going unverified. Any other base URL gets httpx's default.
-    """
-    if base_url[:7].lower() == "http://":
-        import ssl
-
-        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies; trusts nothing
-    return True
 
 
 class _ClosingStream(httpx.AsyncByteStream):
@@ -560,7 +543,7 @@ class HTTPAdapter(Adapter):
         inner = settings.transport
         if inner is None:
             inner = httpx.AsyncHTTPTransport(
-                verify=_tls_context(self.base_url),
+                verify=LazyTrustContext(),  # the CA bundle loads at the first handshake
                 limits=httpx.Limits(
                     max_connections=self.max_connections,
                     max_keepalive_connections=min(20, self.max_connections),
