@@ -34,6 +34,7 @@ DECLARED = {"httpx", "pydantic", "huggingface_hub", "psutil", "platformdirs", "c
 DECLARED |= {"jsonschema"}
 TRANSITIVE = {
     "anyio": "httpx",
+    "certifi": "httpx",  # the CA bundle httpx verifies with (_adapters/tls.py)
     "pydantic_core": "pydantic",
     "tqdm": "huggingface_hub",
     "filelock": "huggingface_hub",
