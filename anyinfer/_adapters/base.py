@@ -1124,6 +1124,10 @@ class HTTPAdapter(Adapter):
             return body.decode("utf-8", "replace").strip()[:500], None
         return message_and_code(payload, self.error_code_keys)
 
+    status_hints: ClassVar[Mapping[int, ErrorKind]] = {}
+    """Statuses of the provider's own that the status class alone misreads (Cohere's 498,
+    an invalid token: `auth`); read before `error_hint`."""
+
     cross_class_hints: ClassVar[frozenset[ErrorKind]] = frozenset()
     """Kinds `error_hint` may report across the status class, for a server known to send
     them under a generic status of the other class (Ollama answers 500 for a missing
@@ -1160,13 +1164,15 @@ class HTTPAdapter(Adapter):
 
         Shared by error statuses and error frames inside a stream (`status=None`): the
         status class first, then `error_hint` and message keywords within it
-        (`anyinfer._adapters.errormap.classify`).
+        (`anyinfer._adapters.errormap.classify`); a status in `status_hints` says what it
+        means before the hints do.
         """
+        hint = self.status_hints.get(status) if status is not None else None
         return classify(
             status,
             message,
             code,
-            hint=self.error_hint(code, message),
+            hint=hint if hint is not None else self.error_hint(code, message),
             provider=self.instance_id,
             cross_class=self.cross_class_hints,
             retry_after=retry_after,

@@ -68,9 +68,9 @@ from typing import Any, ClassVar
 import httpx
 
 from .._adapters.base import HTTPAdapter, PartAssembler
-from .._adapters.errormap import ErrorKind, classify
+from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile, InputSupport
-from .._errors import ConfigError, ProviderError
+from .._errors import ConfigError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ContentPart, ImageContent, Message, TextContent
 from .._request import GenerationRequest
@@ -152,6 +152,12 @@ class CohereAdapter(HTTPAdapter):
     default_base_url: ClassVar[str | None] = "https://api.cohere.com"
     api_key_env: ClassVar[str | None] = "CO_API_KEY"
     fallback_api_key_env: ClassVar[str | None] = FALLBACK_API_KEY_ENV
+    status_hints: ClassVar[Mapping[int, ErrorKind]] = {498: "auth"}
+    """Cohere's error bodies (`{"id", "message"}`) carry no code, so the status decides,
+    refined by the shared phrases (`too many tokens: ...` is a context-window error).
+    498 (the SDK's `InvalidTokenError`) is an `AuthenticationError`; 499
+    (`ClientClosedRequestError`, the request was cancelled) stays a non-retryable
+    `ProviderError`."""
 
     def default_headers(self) -> dict[str, str]:
         """Bearer auth plus the configured headers."""
@@ -394,37 +400,6 @@ class CohereAdapter(HTTPAdapter):
             input_tokens=opt_int(tokens.get("input_tokens"), pid, "usage.tokens.input_tokens"),
             output_tokens=opt_int(tokens.get("output_tokens"), pid, "usage.tokens.output_tokens"),
             cache_read_tokens=opt_int(u.get("cached_tokens"), pid, "usage.cached_tokens"),
-        )
-
-    # --- errors --------------------------------------------------------------------
-
-    def error_from_parts(
-        self,
-        status: int | None,
-        message: str,
-        code: str | None,
-        *,
-        retry_after: float | None = None,
-        phase: str = "generate",
-    ) -> ProviderError:
-        """Map a status and Cohere's error message to a typed error.
-
-        Cohere's error bodies are `{"id": ..., "message": ...}` with no code, so the
-        status decides, refined by the shared phrases (`too many tokens: ...` is a
-        context-window error). One status of Cohere's own: 498 (the SDK's
-        `InvalidTokenError`) is an `AuthenticationError`. 499 (`ClientClosedRequestError`,
-        "the request was cancelled") stays a non-retryable `ProviderError`.
-        """
-        hint: ErrorKind | None = "auth" if status == 498 else self.error_hint(code, message)
-        return classify(
-            status,
-            message,
-            code,
-            hint=hint,
-            provider=self.instance_id,
-            cross_class=self.cross_class_hints,
-            retry_after=retry_after,
-            phase=phase,
         )
 
 
