@@ -550,6 +550,7 @@ class HTTPAdapter(Adapter):
                 ),
                 trust_env=False,
             )
+        self._fresh_headers = type(self).request_headers is not HTTPAdapter.request_headers
         self.http = httpx.AsyncClient(
             transport=_ClosingTransport(inner),
             timeout=timeout,
@@ -574,6 +575,23 @@ class HTTPAdapter(Adapter):
             return None
         t = request.timeout_s
         return httpx.Timeout(t, connect=min(t, 15.0))
+
+    def url_for(self, path: str) -> str:
+        """The URL `send` requests for `path`: an absolute URL as it is, else the base
+        URL followed by the path. Override to route paths under a prefix of the
+        adapter's own (Vertex AI's `/projects/.../locations/...`). Called after
+        `request_headers`, so a credential fetched there may decide the URL."""
+        return path if path.startswith(("http://", "https://")) else self.base_url + path
+
+    async def request_headers(self, phase: str) -> Mapping[str, str]:
+        """Headers computed for each request, such as a bearer token that expires
+        (Vertex AI's OAuth2 token); none by default. `send` calls it only when a
+        subclass overrides it.
+
+        Args:
+            phase: Lifecycle phase, for the errors fetching a credential raises.
+        """
+        return {}
 
     async def send(
         self,
@@ -603,9 +621,11 @@ class HTTPAdapter(Adapter):
         Raises:
             ProviderError: A typed subclass for an error status or a transport failure.
         """
-        url = path if path.startswith(("http://", "https://")) else self.base_url + path
-        content = None if json_body is None else json.dumps(json_body).encode()
         hdrs = dict(headers or {})
+        if self._fresh_headers:
+            hdrs.update(await self.request_headers(phase))
+        url = self.url_for(path)  # after the headers: a credential may name the project
+        content = None if json_body is None else json.dumps(json_body).encode()
         if content is not None:
             hdrs["content-type"] = "application/json"
         timeout = self.timeout_for(request)

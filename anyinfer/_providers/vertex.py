@@ -71,8 +71,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote, urlsplit
 
-import httpx
-
 from .._adapters.base import Adapter, DiscoveredModel, HTTPAdapter
 from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile, UsageConvention
@@ -503,33 +501,16 @@ class _VertexAdapter(HTTPAdapter):
         given when the model already names one (it contains a `/`)."""
         return f"/{resource_name(model, self.publisher)}:{method}"
 
-    async def send(
-        self,
-        method: str,
-        path: str,
-        *,
-        json_body: Any = None,
-        params: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        request: GenerationRequest | None = None,
-        phase: str = "generate",
-    ) -> httpx.Response:
-        """Send with a fresh bearer token, under the instance's location root."""
-        token = await self.auth.bearer(phase)
-        hdrs = dict(headers or {})
-        if token is not None:
-            hdrs["authorization"] = f"Bearer {token}"
+    def url_for(self, path: str) -> str:
+        """A relative path goes under the instance's location root."""
         if not path.startswith(("http://", "https://", "/projects/")):
             path = self.location_root() + path
-        return await super().send(
-            method,
-            path,
-            json_body=json_body,
-            params=params,
-            headers=hdrs,
-            request=request,
-            phase=phase,
-        )
+        return super().url_for(path)
+
+    async def request_headers(self, phase: str) -> Mapping[str, str]:
+        """A fresh bearer token (none in api-key mode)."""
+        token = await self.auth.bearer(phase)
+        return {} if token is None else {"authorization": f"Bearer {token}"}
 
     async def models(self) -> Sequence[DiscoveredModel]:
         """Not offered on Vertex AI (see the module documentation).
