@@ -43,8 +43,9 @@ Mapping decisions this adapter documents:
   container and instance roles); credentials are looked up off the event loop and
   refreshed by botocore when they expire. botocore is the `bedrock` extra.
 - **Messages.** System messages become `system` text blocks; user content becomes
-  `text` and `image` blocks (image bytes base64 in JSON, `format` from the media type;
-  only inline images and `data:` URLs: Converse takes no web URLs); an assistant turn
+  `text`, `image` and PDF `document` blocks (bytes base64 in JSON, an image's `format`
+  from its media type; only inline parts and `data:` URLs: Converse takes no web URLs;
+  a document's `name` from its title or filename, see `document_name`); an assistant turn
   becomes `text` and `toolUse` blocks (or, when `Message.provider_data["bedrock"]
   ["content"]` holds native blocks, those, verbatim); tool results become `toolResult`
   blocks of a user message (`status: "error"` for failed tools), consecutive results and
@@ -96,6 +97,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import struct
 from collections.abc import (
     AsyncGenerator,
@@ -117,10 +119,10 @@ import httpx
 from .._adapters.base import HTTPAdapter, PartAssembler, SSEEvent, parse_retry_after
 from .._adapters.errormap import ErrorKind, brief_json
 from .._adapters.framing import loads_or_none
-from .._adapters.profile import AdapterProfile, UsageConvention
+from .._adapters.profile import AdapterProfile, InputSupport, UsageConvention
 from .._client.instance import resolve_base_url
 from .._errors import ConfigError, ProtocolError, ProviderError, ResponseTooLargeError
-from .._messages import ContentPart, Message, TextContent
+from .._messages import ContentPart, DocumentContent, Message, TextContent
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from .._stream.parts import (
@@ -137,6 +139,7 @@ from .._types import Generation, Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 
 __all__ = [
+    "BEDROCK_INPUTS",
     "DEFAULT_SERVICE",
     "EXCEPTION_KINDS",
     "FINISH_MAP",
@@ -147,6 +150,7 @@ __all__ = [
     "StreamState",
     "assistant_message",
     "content_blocks",
+    "document_name",
     "endpoint_for",
 ]
 
@@ -454,6 +458,39 @@ class StreamState:
     server_blocks: set[int | None] = field(default_factory=set)
 
 
+_NOT_CARRIED = "Bedrock Converse takes images and documents as bytes (no web URLs) and no audio"
+
+BEDROCK_INPUTS = InputSupport(
+    protocol="Bedrock Converse",
+    kinds=frozenset({"image", "document"}),
+    notes=(
+        ("image_url", _NOT_CARRIED),
+        ("document_url", _NOT_CARRIED),
+        ("audio", _NOT_CARRIED),
+        ("audio_url", _NOT_CARRIED),
+    ),
+)
+"""What Converse carries here: image and PDF `document` blocks, by bytes (S3 locations
+and other document formats are not mapped)."""
+
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9\s\-()\[\]]+")
+
+
+def document_name(label: str | None) -> str:
+    """A `DocumentBlock.name` Converse accepts, from a document's title or filename.
+
+    Converse allows only letters, digits, single whitespace, hyphens, parentheses and
+    square brackets, 1 to 200 characters (a dot, as in `report.pdf`, is refused), so
+    other characters become hyphens and the extension is dropped; `document` when
+    nothing is left.
+    """
+    text = (label or "").strip()
+    if text.lower().endswith(".pdf"):
+        text = text[:-4]
+    text = " ".join(_NAME_CHARS.sub("-", text).split())[:200].strip()
+    return text or "document"
+
+
 class BedrockAdapter(HTTPAdapter):
     """Adapter for AWS Bedrock Converse (`bedrock`, aliases `bedrock-converse`,
     `aws-bedrock`).
@@ -473,6 +510,7 @@ class BedrockAdapter(HTTPAdapter):
         conformance_dialect="bedrock-converse",
         # inputTokens leaves cache reads and writes out; outputTokens includes thinking
         usage=UsageConvention(input_includes_cache=False),
+        inputs=BEDROCK_INPUTS,
     )
     default_base_url: ClassVar[str | None] = None
     api_key_env: ClassVar[str | None] = "AWS_BEARER_TOKEN_BEDROCK"
@@ -653,15 +691,34 @@ class BedrockAdapter(HTTPAdapter):
         return out
 
     def content_json(self, content: str | tuple[ContentPart, ...]) -> list[dict[str, Any]]:
-        """Text and image blocks (empty text left out: Converse refuses blank text)."""
+        """Text, image and document blocks (empty text left out: Converse refuses blank
+        text; documents of one message get distinct names)."""
         if isinstance(content, str):
             return [{"text": content}] if content else []
-        return [b for b in (self.part_json(p) for p in content) if b is not None]
+        blocks = [b for b in (self.part_json(p) for p in content) if b is not None]
+        seen: dict[str, int] = {}
+        for block in blocks:
+            doc = block.get("document")
+            if doc is not None:
+                n = seen[doc["name"]] = seen.get(doc["name"], 0) + 1
+                if n > 1:
+                    doc["name"] = f"{doc['name'][:190]} ({n})"
+        return blocks
 
     def part_json(self, part: ContentPart) -> dict[str, Any] | None:
-        """A `text` block, or an `image` block with its bytes (base64 in JSON)."""
+        """A `text` block, an `image` block with its bytes (base64 in JSON), or a PDF
+        `document` block with its bytes and a name Converse accepts."""
         if isinstance(part, TextContent):
             return {"text": part.text} if part.text else None
+        if isinstance(part, DocumentContent):
+            data = part.base64_data()
+            if data is None:  # the input rule refuses document URLs before this
+                raise ConfigError(
+                    f"{self.instance_id}: Bedrock Converse takes documents as bytes, not URLs",
+                    provider=self.instance_id,
+                )
+            name = document_name(part.title or part.filename)
+            return {"document": {"format": "pdf", "name": name, "source": {"bytes": data}}}
         inline = part.base64_data()
         if inline is None:
             raise ConfigError(

@@ -1118,3 +1118,63 @@ def test_run_tools_sends_the_signed_reasoning_block_back() -> None:
     assert follow_up["messages"][1] == {"role": "assistant", "content": SIGNED_BLOCKS}
     assert follow_up["messages"][2]["content"][0]["toolResult"]["toolUseId"] == "tooluse_w"
     assert follow_up["additionalModelRequestFields"]["thinking"]["budget_tokens"] == 1024
+
+
+# --- documents ---------------------------------------------------------------------------
+
+PDF = b"%PDF-1.7\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
+
+
+def test_pdf_documents_become_named_document_blocks() -> None:
+    import base64
+
+    messages = [
+        ai.Message(
+            "user",
+            (
+                ai.TextContent("Compare these."),
+                ai.DocumentContent(data=PDF, filename="Q3 report.final.pdf"),
+                ai.DocumentContent(data=PDF, title="Q3 report final"),
+                ai.DocumentContent(data=PDF),
+            ),
+        )
+    ]
+    body, _ = sent(messages)
+    encoded = base64.b64encode(PDF).decode()
+    docs = [b["document"] for b in body["messages"][0]["content"] if "document" in b]
+    assert [d["name"] for d in docs] == ["Q3 report-final", "Q3 report final", "document"]
+    assert all(d["format"] == "pdf" and d["source"] == {"bytes": encoded} for d in docs)
+    assert body["messages"][0]["content"][0] == {"text": "Compare these."}
+
+
+def test_document_names_keep_only_what_converse_accepts_and_stay_distinct() -> None:
+    from anyinfer._providers.bedrock import document_name
+
+    allowed = __import__("re").compile(r"^[A-Za-z0-9\-()\[\]]+( [A-Za-z0-9\-()\[\]]+)*$")
+    for label in ("a.b.pdf", "x  y\t z", "naïve/ré:sumé?.pdf", "[draft] (v2)", "..", "", None):
+        name = document_name(label)
+        assert allowed.match(name) and 1 <= len(name) <= 200, (label, name)
+    same = ai.DocumentContent(data=PDF, filename="same.pdf")
+    body, _ = sent([ai.Message("user", (ai.TextContent("x"), same, same))])
+    names = [b["document"]["name"] for b in body["messages"][0]["content"] if "document" in b]
+    assert names == ["same", "same (2)"]
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        ai.DocumentContent(url="https://example.com/a.pdf"),
+        ai.AudioContent(data=b"RIFF0000WAVEfmt ", format="wav"),
+    ],
+    ids=["document-url", "audio"],
+)
+def test_what_converse_cannot_carry_is_refused_before_sending(part: Any) -> None:
+    seen: list[httpx.Request] = []
+    with pytest.raises(ai.AllTargetsFailedError) as info:
+        run_generate(
+            bearer(serving(whole_reply, seen)),
+            [ai.Message("user", (ai.TextContent("x"), part))],
+            route=route(MODEL),
+        )
+    assert not seen
+    assert "Bedrock Converse" in str(info.value)
