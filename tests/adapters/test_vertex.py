@@ -676,3 +676,22 @@ def test_aliases_and_profiles() -> None:
     assert VertexAnthropicAdapter.profile.conformance_dialect == "vertex-anthropic"
     usage = VertexAnthropicAdapter.profile.usage
     assert usage is not None and usage.input_includes_cache is False
+
+
+def test_the_claude_fake_keeps_the_messages_api_content_checks() -> None:
+    """Vertex's own body rules first, then Anthropic's (no audio block, PDFs only)."""
+    from anyinfer.fakeservers import get_dialect
+
+    dialect = get_dialect("vertex-anthropic")
+    path = "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude:rawPredict"
+    audio = {"type": "audio", "source": {"type": "base64", "data": "AAAA"}}
+    body = {
+        "anthropic_version": "vertex-2023-10-16",
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": [audio]}],
+    }
+    fault = dialect.request_fault("POST", path, body)
+    assert fault is not None and fault.status == 400
+    assert dialect.request_fault("POST", path, {**body, "model": "claude"}) is not None
+    fine = {**body, "messages": [{"role": "user", "content": "hi"}]}
+    assert dialect.request_fault("POST", path, fine) is None

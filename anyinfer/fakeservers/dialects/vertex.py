@@ -112,7 +112,8 @@ class VertexAnthropicDialect(AnthropicDialect):
         (required in the body). Any version value is accepted: Anthropic's Vertex page
         documents `vertex-2023-10-16`, and the `anthropic` SDK 2.x sends its API version
         (`2026-10-21`) there. The status and error type follow Anthropic's error
-        model; the wording is the fake's own."""
+        model; the wording is the fake's own. Otherwise the Messages API's content-block
+        checks apply, as on Anthropic's own endpoint."""
         if not isinstance(request_json, dict):
             problem = "the request body must be a JSON object"
         elif "model" in request_json:
@@ -120,5 +121,6 @@ class VertexAnthropicDialect(AnthropicDialect):
         elif not isinstance(request_json.get("anthropic_version"), str):
             problem = "anthropic_version: Field required"
         else:
-            return None
+            # The Messages API's own content-block refusals (audio, non-PDF documents).
+            return super().request_fault(method, path, request_json)
         return Fault("status", status=400, message=problem, code="invalid_request_error")
