@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ProtocolError
+from .._messages import Message
 
 if TYPE_CHECKING:
     from .._stream.parts import Part
+    from .._types import Generation
 
 __all__ = [
     "as_dict",
@@ -20,6 +22,7 @@ __all__ = [
     "as_list",
     "as_str",
     "flushed",
+    "native_turn",
     "opt_dict",
     "opt_int",
     "opt_str",
@@ -92,3 +95,26 @@ def opt_int(value: Any, provider: str, where: str) -> int | None:
 def as_int(value: Any, provider: str, where: str) -> int:
     """`value` as an integer (`None` reads as 0)."""
     return opt_int(value, provider, where) or 0
+
+
+def native_turn(generation: Generation, key: str, field: str, native: list[Any] | None) -> Message:
+    """The assistant turn of `generation`, carrying its provider-native content.
+
+    With native content (the blocks or parts of a kept raw payload), the message holds
+    it as `provider_data[key][field]`, which the provider's adapter sends back verbatim
+    (signed thinking, thought signatures); without any, only the text and tool calls.
+
+    Args:
+        generation: The result.
+        key: The provider's `provider_data` key.
+        field: The name of the native content under it (`"content"`, `"parts"`).
+        native: The native content, or `None` when the raw payload was not kept.
+    """
+    if not native:
+        return Message.assistant(generation.text, generation.tool_calls)
+    return Message(
+        "assistant",
+        generation.text,
+        tool_calls=generation.tool_calls,
+        provider_data={key: {field: native}},
+    )

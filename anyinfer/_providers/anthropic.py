@@ -74,7 +74,7 @@ from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
 from .._types import Generation, Usage
-from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
+from ._wire import as_dict, as_list, as_str, native_turn, opt_dict, opt_int, opt_str
 
 __all__ = [
     "ANTHROPIC_INPUTS",
@@ -720,14 +720,9 @@ def assistant_message(generation: Generation) -> Message:
     Returns:
         The assistant message.
     """
-    if generation.raw is None:
-        return Message.assistant(generation.text, generation.tool_calls)
-    return Message(
-        "assistant",
-        generation.text,
-        tool_calls=generation.tool_calls,
-        provider_data={PROVIDER_DATA_KEY: {"content": content_blocks(generation.raw)}},
-    )
+    raw = generation.raw
+    native = None if raw is None else content_blocks(raw)
+    return native_turn(generation, PROVIDER_DATA_KEY, "content", native)
 
 
 def thinking_budget(effort: str, provider: str) -> int:

@@ -117,7 +117,7 @@ from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, UsagePart, WarningPart
 from .._types import Generation, Usage
-from ._wire import as_dict, as_list, as_str, flushed, opt_dict, opt_int, opt_str
+from ._wire import as_dict, as_list, as_str, flushed, native_turn, opt_dict, opt_int, opt_str
 
 _SAMPLING_FIELDS: Mapping[str, str | None] = {
     "temperature": "temperature",
@@ -911,12 +911,5 @@ def assistant_message(generation: Generation) -> Message:
     Returns:
         The assistant message.
     """
-    parts = content_parts(generation.raw) if generation.raw is not None else []
-    if not parts:
-        return Message.assistant(generation.text, generation.tool_calls)
-    return Message(
-        "assistant",
-        generation.text,
-        tool_calls=generation.tool_calls,
-        provider_data={PROVIDER_DATA_KEY: {"parts": parts}},
-    )
+    parts = content_parts(generation.raw) if generation.raw is not None else None
+    return native_turn(generation, PROVIDER_DATA_KEY, "parts", parts)
