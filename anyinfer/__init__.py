@@ -81,6 +81,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
+    "EmbedEncoding",
+    "Embeddings",
     "Repair",
     "SchemaSpec",
     "SupportsJSONSchema",
@@ -216,6 +218,7 @@ _LAZY: dict[str, str] = {
     ),
     **dict.fromkeys(("ModelCapabilities", "Provenance"), "._knowledge.capabilities"),
     "Catalog": "._knowledge.catalog",
+    **dict.fromkeys(("EmbedEncoding", "Embeddings"), "._embed._types"),
     **dict.fromkeys(("Tool", "tool"), "._structured.tools"),
     **dict.fromkeys(("Repair", "SchemaSpec", "SupportsJSONSchema"), "._structured.output"),
     **dict.fromkeys(
@@ -256,6 +259,7 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
+    from ._embed._types import Embeddings, EmbedEncoding
     from ._local.acquire import AcquisitionProgress, AcquisitionReport, PlannedFile, ProgressSink
     from ._local.catalog import (
         CatalogView,

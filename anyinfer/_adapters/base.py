@@ -78,6 +78,7 @@ from .shielded import finish_uncancelled
 from .tls import LazyTrustContext
 
 if TYPE_CHECKING:
+    from .._embed._types import EmbedReply, EmbedRequest
     from .._messages import Message
     from .._types import Generation
 from .._request import GenerationRequest
@@ -228,6 +229,29 @@ class Adapter(ABC):
         from .._messages import Message
 
         return Message.assistant(generation.text, generation.tool_calls)
+
+    embed_max_batch: ClassVar[int] = 256
+    """The most inputs one embedding request may carry; `embed()` splits larger calls
+    into batches of at most this many (a per-call `batch_size` may lower it)."""
+
+    @classmethod
+    def serves_embeddings(cls) -> bool:
+        """Whether `embed()` is implemented (checked before an embedding call is sent)."""
+        return cls.embed is not Adapter.embed
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        """Embed one batch of texts: one vector per input, in input order.
+
+        Adapters whose provider embeds override this.
+
+        Raises:
+            ConfigError: If this adapter's provider does not serve embeddings.
+        """
+        raise ConfigError(
+            f"{self.instance_id} ({self.provider_id or type(self).__name__}) does not serve "
+            "embeddings through AnyInfer",
+            provider=self.instance_id,
+        )
 
     async def models(self) -> Sequence[DiscoveredModel]:
         """List the provider's models.

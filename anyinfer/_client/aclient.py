@@ -32,6 +32,7 @@ from .validate import check_budget_call, check_request, check_run_tools_call
 if TYPE_CHECKING:
     from .._adapters.base import Adapter, DiscoveredModel, Health
     from .._adapters.registry import ProviderRegistry
+    from .._embed._types import Embeddings, EmbedEncoding
     from .._knowledge.budget import ContextBudget, TokenEstimator
     from .._knowledge.capabilities import CapabilityStore, ModelCapabilities
     from .._knowledge.catalog import Catalog
@@ -665,6 +666,62 @@ class AsyncClient:
         call = call_keywords(locals(), "messages")
         check_request(**call)
         return await self._start(messages, wire_stream=False, **call).collect()
+
+    async def embed(
+        self,
+        inputs: str | Sequence[str],
+        *,
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        dimensions: int | None = None,
+        input_type: str | None = None,
+        encoding: EmbedEncoding = "base64",
+        batch_size: int | None = None,
+        concurrency: int | None = None,
+        same_vector_space: bool = False,
+        timeout_s: float | None = None,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Embeddings:
+        """Embed texts: one vector per input, in input order.
+
+        Inputs are split into batches the provider takes (the adapter's
+        `embed_max_batch`, or `batch_size`), sent `concurrency` at a time, each routed
+        like a generation attempt (retries, breakers, fallbacks), and reassembled in
+        order with usage summed. Every fallback target must name the first target's
+        model: vectors of different models are not comparable, so such a route is
+        refused before anything is sent (`same_vector_space=True` declares that
+        differently named targets produce identical vectors).
+
+        Args:
+            inputs: One text or a sequence of texts.
+            target: One target, `"provider:model"`.
+            route: A `Route`, one target, or targets in fallback order.
+            dimensions: Output dimensions, for models that can shorten their vectors.
+            input_type: What the texts are for (`"query"`, `"document"`), where the
+                protocol carries it; otherwise a warning on the result.
+            encoding: `"base64"` (compact float32, the default) or `"float"` on the wire,
+                where the protocol offers the choice; results are the same.
+            batch_size: Most inputs per request (at most the adapter's limit).
+            concurrency: Batches in flight at once (default 4).
+            same_vector_space: Declare that every target of the route embeds into
+                the same space, whatever its model name.
+            timeout_s: Per-request timeout, for each batch's attempts.
+            provider_options: Extra body fields per provider id, merged last.
+
+        Returns:
+            The `Embeddings`.
+
+        Raises:
+            ConfigError: For an invalid call, a target that does not embed, or a route
+                mixing vector spaces.
+            AllTargetsFailedError: A batch found no target that answered.
+        """
+        call = call_keywords(locals(), "target", "route")
+        from .._embed._runner import EmbedRunner
+
+        chosen = self._route_for(target, route)
+        targets = tuple(self.resolve(t) for t in chosen.targets)
+        return await EmbedRunner(self._targets, self._breakers).embed(chosen, targets, **call)
 
     async def _tool_round(self, messages: MessagesInput, **kwargs: Any) -> Generation:
         """One `run_tools` round: `generate()` (same arguments), keeping the raw payload

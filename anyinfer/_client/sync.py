@@ -24,6 +24,7 @@ from .route import Route
 if TYPE_CHECKING:
     from .._adapters.base import DiscoveredModel, Health
     from .._adapters.registry import ProviderRegistry
+    from .._embed._types import Embeddings, EmbedEncoding
     from .._knowledge.budget import ContextBudget, TokenEstimator
     from .._knowledge.capabilities import ModelCapabilities
     from .._knowledge.catalog import Catalog
@@ -248,6 +249,24 @@ class Client:
     ) -> Generation:
         """Generate a single result. See `AsyncClient.generate`."""
         return self._call(self._async.generate(**call_keywords(locals())))
+
+    def embed(
+        self,
+        inputs: str | Sequence[str],
+        *,
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        dimensions: int | None = None,
+        input_type: str | None = None,
+        encoding: EmbedEncoding = "base64",
+        batch_size: int | None = None,
+        concurrency: int | None = None,
+        same_vector_space: bool = False,
+        timeout_s: float | None = None,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Embeddings:
+        """Embed texts, one vector per input in input order. See `AsyncClient.embed`."""
+        return self._call(self._async.embed(**call_keywords(locals())))
 
     def run_tools(
         self,

@@ -101,6 +101,8 @@ class AzureFoundryAdapter(OpenAICompatAdapter):
     api_key_env: ClassVar[str | None] = "AZURE_OPENAI_API_KEY"
     default_engine: ClassVar[str] = "azure-openai"
     option_keys: ClassVar[frozenset[str]] = frozenset({"engine", "quirks", "api", "auth"})
+    #: Azure's embeddings routes (per deployment) are not wired yet: `embed()` refuses.
+    embeddings_path: ClassVar[str | None] = None
 
     def __init__(self, settings: ProviderSettings) -> None:
         self.api = _api_of(settings)

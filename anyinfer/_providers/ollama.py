@@ -28,6 +28,7 @@ import httpx
 from .._adapters.base import DiscoveredModel, Health, HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile, InputSupport
+from .._embed._types import EmbedReply, EmbedRequest
 from .._errors import AnyInferError, ConfigError, ProtocolError, ProviderError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import AudioContent, DocumentContent, ImageContent, Message
@@ -434,6 +435,14 @@ class OllamaAdapter(HTTPAdapter):
         """`(message, code)` of `{"error": "..."}`, with a code read from the text."""
         message, code = super().error_message(body)
         return message, code or error_code(message)
+
+    # --- embeddings ----------------------------------------------------------------
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        """Embed one batch with `POST /api/embed` (`anyinfer._embed._wire`)."""
+        from .._embed._wire import ollama_embed
+
+        return await ollama_embed(self, request)
 
     # --- discovery -----------------------------------------------------------------
 

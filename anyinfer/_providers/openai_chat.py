@@ -25,6 +25,7 @@ import httpx
 from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler, Sender
 from .._adapters.errormap import error_fields
 from .._adapters.profile import AdapterProfile, InputSupport
+from .._embed._types import EmbedReply, EmbedRequest
 from .._errors import ConfigError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import (
@@ -363,6 +364,25 @@ class OpenAIChatAdapter(HTTPAdapter):
                 out_details.get("reasoning_tokens"), pid, "usage.reasoning_tokens"
             ),
         )
+
+    # --- embeddings ----------------------------------------------------------------
+
+    embed_max_batch: ClassVar[int] = 2048
+    #: The embeddings endpoint; `None` where the server has none (the base refusal).
+    embeddings_path: ClassVar[str | None] = "/embeddings"
+
+    @classmethod
+    def serves_embeddings(cls) -> bool:
+        """Whether this protocol's server has an embeddings endpoint."""
+        return cls.embeddings_path is not None
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        """Embed one batch with `POST /embeddings` (`anyinfer._embed._wire`)."""
+        if self.embeddings_path is None:
+            return await super().embed(request)
+        from .._embed._wire import openai_embed
+
+        return await openai_embed(self, request, self.embeddings_path)
 
     # --- discovery -----------------------------------------------------------------
 

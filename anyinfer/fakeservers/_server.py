@@ -340,7 +340,8 @@ class FakeServer:
         if dialect.is_models(method, path):
             listing = dialect.models_response(self.models)
             return await self._send_whole(writer, listing, keep_alive=keep_alive)
-        if not dialect.is_generation(method, path):
+        embedding = dialect.is_embedding(method, path)
+        if not (embedding or dialect.is_generation(method, path)):
             exc = self._source.unexpected(
                 http_request, f"the {dialect.name} dialect does not serve it"
             )
@@ -357,12 +358,21 @@ class FakeServer:
                 Fault("status", status=500, message=str(exc), code="fakeservers_no_script")
             )
             return await self._send_whole(writer, error, keep_alive=keep_alive)
-        stream = dialect.request_wants_stream(method, path, payload)
-        answer = dialect.request_fault(method, path, payload) or error_answer(script, stream=stream)
+        stream = not embedding and dialect.request_wants_stream(method, path, payload)
+        refused = (
+            dialect.embedding_fault(payload)
+            if embedding
+            else dialect.request_fault(method, path, payload)
+        )
+        answer = refused or error_answer(script, stream=stream)
         if answer is not None:
             error = dialect.render_error(answer)
             return await self._send_whole(writer, error, keep_alive=keep_alive)
-        rendered = dialect.render(script, stream=stream)
+        rendered = (
+            dialect.render_embeddings(payload)
+            if embedding
+            else dialect.render(script, stream=stream)
+        )
         if script.fault is not None and script.fault.kind == "bomb":
             return await self._send_whole(writer, bomb_rendered(rendered), keep_alive=keep_alive)
         return await self._send_planned(

@@ -91,15 +91,25 @@ class FakeTransport(httpx.AsyncBaseTransport):
         if dialect.is_models(method, path):
             listing = dialect.models_response(self.models)
             return httpx.Response(listing.status, headers=listing.headers, content=listing.body)
-        if not dialect.is_generation(method, path):
+        embedding = dialect.is_embedding(method, path)
+        if not (embedding or dialect.is_generation(method, path)):
             raise self._source.unexpected(request, f"the {dialect.name} dialect does not serve it")
         script = self._source.next(request)
-        stream = dialect.request_wants_stream(method, path, payload)
-        answer = dialect.request_fault(method, path, payload) or error_answer(script, stream=stream)
+        stream = not embedding and dialect.request_wants_stream(method, path, payload)
+        refused = (
+            dialect.embedding_fault(payload)
+            if embedding
+            else dialect.request_fault(method, path, payload)
+        )
+        answer = refused or error_answer(script, stream=stream)
         if answer is not None:
             error = dialect.render_error(answer)
             return httpx.Response(error.status, headers=error.headers, content=error.body)
-        rendered = dialect.render(script, stream=stream)
+        rendered = (
+            dialect.render_embeddings(payload)
+            if embedding
+            else dialect.render(script, stream=stream)
+        )
         timeouts: Any = request.extensions.get("timeout") or {}
         read_timeout = timeouts.get("read") if isinstance(timeouts, dict) else None
         if script.fault is not None and script.fault.kind == "bomb":

@@ -675,9 +675,9 @@ async def test_server_keeps_connections_alive_and_reports_unknown_paths() -> Non
         assert srv.wait_client_closed(1, timeout=2.0)
         srv.assert_all_used()
         async with httpx.AsyncClient(base_url=srv.url) as plain:
-            response = await plain.post("/v1/embeddings", json={})
+            response = await plain.post("/v1/audio/speech", json={})
         assert response.status_code == 404
-        with pytest.raises(AssertionError, match="unexpected request POST /v1/embeddings"):
+        with pytest.raises(AssertionError, match="unexpected request POST /v1/audio/speech"):
             srv.assert_all_used()
 
 

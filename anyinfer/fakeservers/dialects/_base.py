@@ -374,6 +374,27 @@ class Dialect(ABC):
         """
         return None
 
+    def is_embedding(self, method: str, path: str) -> bool:
+        """Whether a request asks for embeddings; by default no endpoint does.
+
+        The servers answer one with a script as they do a generation (its `status`,
+        `disconnect`, `malformed` and `stall` faults apply), rendering
+        `render_embeddings` instead of the script's pieces.
+        """
+        return False
+
+    def embedding_fault(self, request_json: Any) -> Fault | None:
+        """The error the real server answers for an embedding body it refuses, or `None`."""
+        return None
+
+    def render_embeddings(self, request_json: Any) -> Rendered:
+        """The successful answer to an embedding request (`is_embedding`).
+
+        Raises:
+            NotImplementedError: For a dialect whose protocol has no embeddings.
+        """
+        raise NotImplementedError(f"the {self.name} dialect serves no embeddings")
+
     def is_models(self, method: str, path: str) -> bool:
         """Whether a request lists models; by default `GET …/models`.
 

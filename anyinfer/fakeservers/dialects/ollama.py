@@ -323,6 +323,23 @@ class OllamaDialect(Dialect):
         """`GET …/api/tags`."""
         return method == "GET" and path.rstrip("/").endswith("/api/tags")
 
+    def is_embedding(self, method: str, path: str) -> bool:
+        """`POST …/api/embed` (see `dialects._embeddings`)."""
+        return method == "POST" and path.rstrip("/").endswith("/api/embed")
+
+    def embedding_fault(self, request_json: Any) -> Fault | None:
+        """Ollama's 400 for an `/api/embed` input it cannot read."""
+        from ._embeddings import ollama_embed_fault
+
+        return ollama_embed_fault(request_json)
+
+    def render_embeddings(self, request_json: Any) -> Rendered:
+        """Ollama's `/api/embed` answer, encoded as Go encodes it."""
+        from ._embeddings import ollama_embed_payload, rendered_json
+
+        body = go_json(ollama_embed_payload(request_json))
+        return rendered_json(body, "application/json; charset=utf-8", self.malformed_body())
+
     def wants_stream(self, request_json: Any) -> bool:
         """Ollama streams unless the body says `"stream": false`."""
         return not (isinstance(request_json, dict) and request_json.get("stream") is False)

@@ -354,6 +354,23 @@ class OpenAIChatDialect(Dialect):
         """`POST …/chat/completions` (any base path, so proxies' prefixes work too)."""
         return method == "POST" and path.rstrip("/").endswith("/chat/completions")
 
+    def is_embedding(self, method: str, path: str) -> bool:
+        """`POST …/embeddings` (see `dialects._embeddings`)."""
+        return method == "POST" and path.rstrip("/").endswith("/embeddings")
+
+    def embedding_fault(self, request_json: Any) -> Fault | None:
+        """OpenAI's 400 for an embeddings body it refuses."""
+        from ._embeddings import openai_embeddings_fault
+
+        return openai_embeddings_fault(request_json)
+
+    def render_embeddings(self, request_json: Any) -> Rendered:
+        """OpenAI's embeddings list (float arrays, or base64 float32 when asked)."""
+        from ._embeddings import openai_embeddings_payload, rendered_json
+
+        body = json_bytes(openai_embeddings_payload(request_json))
+        return rendered_json(body, "application/json", self.malformed_body())
+
 
 def statusless_error_types(fault: Fault) -> frozenset[str] | None:
     """The typed errors a reader can tell from an error frame that has no HTTP status.

@@ -1,0 +1,116 @@
+"""Embedding types: the public `Embeddings` result and the adapter-side request/reply."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
+
+from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
+
+__all__ = ["EmbedEncoding", "EmbedReply", "EmbedRequest", "Embeddings", "Vector"]
+
+Vector = array
+"""One embedding vector: an `array.array('f')` of float32 values (4 bytes each)."""
+
+EmbedEncoding = Literal["base64", "float"]
+"""How the provider is asked to send vectors: base64 of little-endian float32 (compact,
+the default where the protocol has it) or a JSON array of numbers."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedRequest:
+    """One batch's embedding request, as an adapter receives it.
+
+    Attributes:
+        model: The provider's model name.
+        inputs: The texts of this batch, in order.
+        dimensions: Output dimensions asked for, when the caller asked.
+        input_type: What the texts are for (`"query"`, `"document"`, ...), for providers
+            whose models embed queries and documents differently.
+        encoding: How vectors travel on the wire, where the protocol offers a choice.
+        timeout_s: Per-call timeout overriding the provider's.
+        provider_options: Extra body fields, merged last.
+    """
+
+    model: str
+    inputs: tuple[str, ...]
+    dimensions: int | None = None
+    input_type: str | None = None
+    encoding: EmbedEncoding = "base64"
+    timeout_s: float | None = None
+    provider_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedReply:
+    """An adapter's answer to one `EmbedRequest`.
+
+    Attributes:
+        vectors: One vector per input, in input order (the adapter puts them back in
+            order by the provider's `index` where the protocol has one).
+        usage: Token accounting the provider reported (`input_tokens`).
+        model: The model the provider says served the batch, when it says.
+        warnings: Non-fatal notices (an `input_type` the protocol cannot carry).
+        phases: Provider-reported sub-timings in milliseconds (Ollama's model load).
+    """
+
+    vectors: tuple[array[float], ...]
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    warnings: tuple[str, ...] = ()
+    phases: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Embeddings:
+    """The result of `embed()`: one vector per input, in input order.
+
+    `vectors[i]` is the embedding of `inputs[i]`, whatever batches the inputs were split
+    into and in whatever order those batches completed. It is a sequence: `len()`,
+    indexing and iteration go over the vectors.
+
+    Attributes:
+        vectors: One `array.array('f')` per input, in input order.
+        dimensions: The length of every vector (they are checked to agree).
+        target: The target that served the first batch.
+        usage: Token accounting summed over every batch, with `cost_usd` where the
+            target's pricing is known.
+        timing: The whole call, first batch sent to last batch received (`total_ms`);
+            `phases` sums provider-reported sub-timings.
+        attempts: Every attempt of every batch, in the order they ended.
+        batch_targets: The target that served each batch, in batch order (they differ
+            only when a batch fell back to another target of the same vector space).
+        warnings: Non-fatal notices accumulated along the way.
+    """
+
+    vectors: tuple[array[float], ...]
+    dimensions: int
+    target: ResolvedTarget
+    usage: Usage
+    timing: Timing
+    attempts: tuple[AttemptRecord, ...] = ()
+    batch_targets: tuple[ResolvedTarget, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def cost_usd(self) -> Decimal | None:
+        """The call's cost in US dollars (`usage.cost_usd`), when pricing is known."""
+        return self.usage.cost_usd
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def __getitem__(self, index: int) -> array[float]:
+        return self.vectors[index]
+
+    def __iter__(self) -> Iterator[array[float]]:
+        return iter(self.vectors)
+
+    def __repr__(self) -> str:
+        return (
+            f"Embeddings(count={len(self.vectors)}, dimensions={self.dimensions}, "
+            f"target={self.target!r}, usage={self.usage!r}, batches={len(self.batch_targets)})"
+        )

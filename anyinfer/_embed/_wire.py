@@ -1,0 +1,180 @@
+"""Embedding wire formats of the built-in adapters.
+
+- OpenAI (`POST /embeddings`, which every OpenAI-compatible preset that embeds serves):
+  `{"model", "input": [...], "encoding_format", "dimensions"?}` answered by
+  `{"data": [{"index", "embedding"}], "model", "usage": {"prompt_tokens",
+  "total_tokens"}}`. With `encoding_format: "base64"` (what the official `openai` SDK
+  asks for by default) each `embedding` is the base64 of little-endian float32 values;
+  with `"float"` it is a JSON array of numbers. Both are decoded; entries are put back
+  in order by `index`.
+- Ollama (`POST /api/embed`): `{"model", "input": [...], "dimensions"?}` answered by
+  `{"model", "embeddings": [[...]], "total_duration", "load_duration",
+  "prompt_eval_count"}` (durations in nanoseconds).
+
+A reply that breaks these shapes is a `ProtocolError`; an error body goes through the
+adapter's one classifier (`HTTPAdapter.error_from_parts`), so every failure is typed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import sys
+from array import array
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .._adapters.errormap import message_and_code
+from .._errors import ProtocolError
+from .._providers._wire import as_dict, as_list, opt_int, opt_str
+from .._types import Usage
+from ._types import EmbedReply, EmbedRequest
+
+if TYPE_CHECKING:
+    from .._adapters.base import HTTPAdapter
+
+__all__ = ["decode_vector", "ollama_embed", "openai_embed"]
+
+_NS_PER_MS = 1_000_000
+
+
+def decode_vector(value: Any, provider: str, where: str) -> array[float]:
+    """One vector from its wire form: base64 of little-endian float32, or numbers.
+
+    Raises:
+        ProtocolError: For anything else (bad base64, a length not a multiple of 4, a
+            non-numeric element, an empty vector).
+    """
+    vec: array[float] = array("f")
+    if isinstance(value, str):
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise _bad(provider, where, "base64 float32 data", "malformed base64") from None
+        if len(raw) % 4:
+            raise _bad(provider, where, "base64 float32 data", f"{len(raw)} bytes")
+        vec.frombytes(raw)
+        if sys.byteorder == "big":
+            vec.byteswap()  # the wire is little-endian
+    elif isinstance(value, list):
+        if any(isinstance(v, bool) or not isinstance(v, int | float) for v in value):
+            raise _bad(provider, where, "an array of numbers", "a non-numeric element")
+        vec.extend(value)
+    else:
+        raise _bad(provider, where, "a vector", type(value).__name__)
+    if not vec:
+        raise _bad(provider, where, "a vector", "an empty one")
+    return vec
+
+
+def _bad(provider: str, where: str, expected: str, got: str) -> ProtocolError:
+    return ProtocolError(
+        f"{provider}: expected {expected} at {where}, got {got}", provider=provider
+    )
+
+
+def _count(provider: str, got: int, sent: int) -> ProtocolError:
+    return ProtocolError(
+        f"{provider}: the provider returned {got} embedding(s) for {sent} input(s)",
+        provider=provider,
+    )
+
+
+def _body(request: EmbedRequest, inputs_key: str, encoding: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": request.model, inputs_key: list(request.inputs)}
+    if encoding:
+        body["encoding_format"] = request.encoding
+    if request.dimensions is not None:
+        body["dimensions"] = request.dimensions
+    body.update(request.provider_options)
+    return body
+
+
+def _no_input_type(adapter: HTTPAdapter, request: EmbedRequest, api: str) -> tuple[str, ...]:
+    if request.input_type is None:
+        return ()
+    return (
+        f"{adapter.instance_id}: {api} has no input type; input_type="
+        f"{request.input_type!r} was not sent",
+    )
+
+
+async def _post_json(adapter: HTTPAdapter, path: str, body: Mapping[str, Any]) -> Any:
+    response = await adapter.send("POST", path, json_body=body)
+    try:
+        return await adapter.read_json(response)
+    finally:
+        await response.aclose()
+
+
+def _error_in_body(adapter: HTTPAdapter, payload: Mapping[str, Any]) -> None:
+    """Raise the typed error of a 200 body that carries only an error object."""
+    if "error" in payload and payload.get("data") is None and payload.get("embeddings") is None:
+        message, code = message_and_code(payload, adapter.error_code_keys)
+        raise adapter.error_from_parts(None, message, code)
+
+
+async def openai_embed(
+    adapter: HTTPAdapter, request: EmbedRequest, path: str = "/embeddings"
+) -> EmbedReply:
+    """`POST /embeddings` (OpenAI and OpenAI-compatible servers)."""
+    pid = adapter.instance_id
+    body = _body(request, "input", True)
+    payload = as_dict(await _post_json(adapter, path, body), pid, "body")
+    _error_in_body(adapter, payload)
+    data = as_list(payload.get("data"), pid, "data")
+    sent = len(request.inputs)
+    if len(data) != sent:
+        raise _count(pid, len(data), sent)
+    slots: list[array[float] | None] = [None] * sent
+    for position, item in enumerate(data):
+        entry = as_dict(item, pid, f"data[{position}]")
+        index = opt_int(entry.get("index"), pid, f"data[{position}].index")
+        at = position if index is None else index
+        if at >= sent or slots[at] is not None:
+            raise _bad(
+                pid, f"data[{position}].index", "a distinct index below the input count", str(at)
+            )
+        slots[at] = decode_vector(entry.get("embedding"), pid, f"data[{position}].embedding")
+    usage_obj = payload.get("usage")
+    usage = Usage()
+    if usage_obj is not None:
+        u = as_dict(usage_obj, pid, "usage")
+        usage = Usage(
+            input_tokens=opt_int(u.get("prompt_tokens"), pid, "usage.prompt_tokens"),
+            total_tokens=opt_int(u.get("total_tokens"), pid, "usage.total_tokens"),
+        )
+    vectors = tuple(v for v in slots if v is not None)
+    return EmbedReply(
+        vectors=vectors,
+        usage=usage,
+        model=opt_str(payload.get("model"), pid, "model"),
+        warnings=_no_input_type(adapter, request, "the OpenAI embeddings API"),
+    )
+
+
+async def ollama_embed(adapter: HTTPAdapter, request: EmbedRequest) -> EmbedReply:
+    """`POST /api/embed` (Ollama)."""
+    pid = adapter.instance_id
+    body = _body(request, "input", False)
+    payload = as_dict(await _post_json(adapter, "/api/embed", body), pid, "body")
+    _error_in_body(adapter, payload)
+    rows = as_list(payload.get("embeddings"), pid, "embeddings")
+    sent = len(request.inputs)
+    if len(rows) != sent:
+        raise _count(pid, len(rows), sent)
+    vectors = tuple(decode_vector(row, pid, f"embeddings[{i}]") for i, row in enumerate(rows))
+    phases: dict[str, float] = {}
+    for key, phase in (("load_duration", "model_load_ms"), ("total_duration", "server_total_ms")):
+        ns = opt_int(payload.get(key), pid, key)
+        if ns is not None:
+            phases[phase] = ns / _NS_PER_MS
+    return EmbedReply(
+        vectors=vectors,
+        usage=Usage(
+            input_tokens=opt_int(payload.get("prompt_eval_count"), pid, "prompt_eval_count")
+        ),
+        model=opt_str(payload.get("model"), pid, "model"),
+        warnings=_no_input_type(adapter, request, "Ollama's /api/embed"),
+        phases=phases,
+    )
