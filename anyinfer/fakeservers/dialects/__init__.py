@@ -18,8 +18,8 @@ from ._base import (
     split_sse_data,
 )
 from .anthropic import AnthropicDialect
-from .bedrock_converse import BedrockConverseDialect
 from .azure_openai import AzureOpenAIDialect
+from .bedrock_converse import BedrockConverseDialect
 from .cohere_v2 import CohereV2Dialect
 from .gemini import GeminiDialect, GeminiJSONArrayDialect
 from .llama_cpp import LlamaCppDialect
@@ -60,6 +60,6 @@ register_dialect(AnthropicDialect())
 register_dialect(CohereV2Dialect())
 register_dialect(GeminiDialect())
 register_dialect(GeminiJSONArrayDialect())
-register_dialect(BedrockConverseDialect())
 register_dialect(VertexGeminiDialect())
 register_dialect(VertexAnthropicDialect())
+register_dialect(BedrockConverseDialect())
