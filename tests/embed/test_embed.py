@@ -353,3 +353,36 @@ def test_property_order_count_and_usage(
     assert result.dimensions == 8
     assert result.usage.input_tokens == sum(token_count(t) for t in texts)
     assert len(result.batch_targets) == -(-len(texts) // batch_size) == transport.served
+
+
+def test_a_broken_body_is_typed_and_retried() -> None:
+    scripts = [Script(fault=Fault("disconnect", partial_bytes=10)), Script()]
+    transport = FakeTransport("openai-chat", scripts)
+    route = ai.Route(f"openai:{MODEL}", retry=FAST)
+    with ai.Client([ai.ProviderSettings("openai", api_key="k", transport=transport)]) as client:
+        result = client.embed(["a b"], route=route)
+    assert statuses(result) == ["retried", "ok"]
+    first = result.attempts[0].error
+    assert first is not None and first.type_name == "StreamError" and first.retryable
+
+
+def test_an_open_breaker_skips_its_target_for_embeddings_too() -> None:
+    down = Script(fault=Fault("status", status=500))
+    primary = FakeTransport("openai-chat", [down])
+    backup = FakeTransport("openai-chat", lambda request: Script())
+    providers = [
+        ai.ProviderSettings("openai", api_key="k", transport=primary),
+        ai.ProviderSettings("openai", api_key="k", alias="backup", transport=backup),
+    ]
+    route = ai.Route(
+        [f"openai:{MODEL}", f"backup:{MODEL}"],
+        retry=ai.RetryPolicy(max_retries=0),
+        breaker_threshold=1,
+        breaker_cooldown_s=60,
+    )
+    with ai.Client(providers) as client:
+        first = client.embed(["a"], route=route)
+        second = client.embed(["b"], route=route)
+    assert statuses(first) == ["failed", "ok"]
+    assert statuses(second) == ["skipped_unhealthy", "ok"]
+    assert primary.served == 1 and backup.served == 2
