@@ -345,6 +345,59 @@ def _summary(result: ai.Generation) -> str:
     return "\n".join(lines)
 
 
+@main.command()
+@click.argument("target")
+@click.argument("texts", nargs=-1)
+@click.option("--dimensions", type=click.IntRange(min=1), help="Shorter vectors, if supported.")
+@click.option("--input-type", help='What the texts are for ("query", "document").')
+@click.option("--batch-size", type=click.IntRange(min=1), help="Most inputs per request.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@provider_options
+def embed(
+    target: str,
+    texts: tuple[str, ...],
+    dimensions: int | None,
+    input_type: str | None,
+    batch_size: int | None,
+    as_json: bool,
+    base_url: str | None,
+    api_key: str | None,
+    timeout: float | None,
+) -> None:
+    """Embed TEXTS with TARGET ("provider:model"); without TEXTS, each stdin line is one.
+
+    Prints one JSON array per input, in input order; dimensions, usage and cost go to
+    stderr.
+    """
+    inputs = list(texts) or [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    if not inputs:
+        raise click.ClickException("nothing to embed: pass TEXTS or lines on stdin")
+    with _provider_client(_target_provider(target), base_url, api_key, timeout) as (client, _):
+        result = client.embed(
+            inputs,
+            target=target,
+            dimensions=dimensions,
+            input_type=input_type,
+            batch_size=batch_size,
+        )
+    if as_json:
+        _dump({**_jsonable(result), "vectors": [v.tolist() for v in result.vectors]})
+        return
+    for vector in result.vectors:
+        click.echo(json.dumps(vector.tolist()))
+    u = result.usage
+    cost = f"cost ${u.cost_usd}" if u.cost_usd is not None else "cost unknown"
+    tokens = u.input_tokens if u.input_tokens is not None else "?"
+    click.echo(
+        f"[{result.target}] · {len(result)} vectors of {result.dimensions} dimensions · "
+        f"{len(result.batch_targets)} batch(es) · in {tokens} tokens · {cost} · "
+        f"total {result.timing.total_ms:.0f} ms",
+        err=True,
+    )
+    for w in result.warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
 @_provider_command
 def models(client: ai.Client, instance: str, as_json: bool) -> None:
     """List PROVIDER's models."""
