@@ -386,3 +386,44 @@ def test_an_open_breaker_skips_its_target_for_embeddings_too() -> None:
     assert statuses(first) == ["failed", "ok"]
     assert statuses(second) == ["skipped_unhealthy", "ok"]
     assert primary.served == 1 and backup.served == 2
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    texts=st.lists(st.sampled_from(["alpha", "beta gamma", "delta", "x y z"]), max_size=20),
+    batch_size=st.integers(1, 6),
+    concurrency=st.integers(1, 3),
+    failing=st.sets(st.integers(0, 19)),
+    status=st.sampled_from([429, 500, 502, 503]),
+)
+def test_property_retryable_batch_failures_lose_nothing(
+    texts: list[str], batch_size: int, concurrency: int, failing: set[int], status: int
+) -> None:
+    texts = [*texts, "last"]  # at least one input
+    spans = split_batches(len(texts), batch_size)
+    failing = {i for i in failing if i < len(spans)}
+    # Each failing batch answers its first request with a retryable status.
+    remaining: dict[tuple[str, ...], int] = {}
+    for i in failing:
+        key = tuple(texts[spans[i].start : spans[i].stop])
+        remaining[key] = remaining.get(key, 0) + 1
+
+    def source(request: httpx.Request) -> Script:
+        key = tuple(json.loads(request.content)["input"])
+        if remaining.get(key, 0) > 0:
+            remaining[key] -= 1
+            return Script(fault=Fault("status", status=status))
+        return Script()
+
+    transport = FakeTransport("openai-chat", source)
+    settings_ = ai.ProviderSettings("openai", api_key="k", transport=transport)
+    route = ai.Route(f"openai:{MODEL}", retry=FAST, breaker_threshold=0)
+    with ai.Client([settings_]) as client:
+        result = client.embed(
+            texts, route=route, batch_size=batch_size, concurrency=concurrency, dimensions=8
+        )
+    assert result.vectors == tuple(f32(fake_vector(t, 8)) for t in texts)
+    assert result.usage.input_tokens == sum(token_count(t) for t in texts)
+    outcomes = statuses(result)
+    assert outcomes.count("retried") == len(failing) and outcomes.count("ok") == len(spans)
+    assert transport.served == len(spans) + len(failing)
