@@ -31,6 +31,7 @@ from ._adapters.errormap import ErrorFields, ErrorKind, error_fields, message_an
 from ._adapters.framing import DEFAULT_MAX_FRAME_BYTES, decode_json
 from ._adapters.profile import AdapterProfile, InputSupport, UsageConvention
 from ._adapters.shielded import finish_uncancelled
+from ._embed._types import EmbedReply, EmbedRequest
 from ._request import GenerationRequest
 from ._stream.parts import (
     END,
@@ -61,6 +62,8 @@ __all__ = [
     "AdapterProfile",
     "AnthropicAdapter",
     "DiscoveredModel",
+    "EmbedReply",
+    "EmbedRequest",
     "EndPart",
     "ErrorFields",
     "ErrorKind",

@@ -427,3 +427,29 @@ def test_property_retryable_batch_failures_lose_nothing(
     outcomes = statuses(result)
     assert outcomes.count("retried") == len(failing) and outcomes.count("ok") == len(spans)
     assert transport.served == len(spans) + len(failing)
+
+
+def test_a_third_party_adapter_embeds_through_the_documented_seam() -> None:
+    # The adapter authors' guide's example, run: the core batches by its embed_max_batch.
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[2] / "docs/adapter-authors.md").read_text("utf-8")
+    code = guide.split("### Embeddings", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    ns: dict[str, Any] = {}
+    exec(code, ns)
+    adapter_class = ns["AcmeEmbedAdapter"]
+    adapter_class.embed_max_batch = 2
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        texts = json.loads(request.content)["texts"]
+        return httpx.Response(200, json={"vectors": [[float(len(t)), 1.0] for t in texts]})
+
+    registry = ai.ProviderRegistry(entry_points=False)
+    registry.register("acme-embed", adapter_class)
+    settings_ = ai.ProviderSettings("acme-embed", transport=httpx.MockTransport(handler))
+    with ai.Client([settings_], registry=registry) as client:
+        result = client.embed(["a", "bbb", "cc"], target="acme-embed:m1")
+        assert [v[0] for v in result] == [1.0, 3.0, 2.0]
+        assert len(result.batch_targets) == 2 and result.usage.input_tokens is None
+        with pytest.raises(ai.AllTargetsFailedError, match="only embeds"):
+            client.generate("hi", target="acme-embed:m1")
