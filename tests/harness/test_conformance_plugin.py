@@ -101,6 +101,14 @@ def _matrix(output: str) -> dict[str, dict[str, str]]:
     return rows
 
 
+ALSO_NAMED: dict[str, tuple[str, ...]] = {
+    # LF-only framing loses the events of a CRLF stream: the failure flush sees the
+    # usage that was sent go missing, and result agreement sees the text go missing;
+    # Hypothesis's example order decides which is reported (both were seen in CI runs).
+    "broken-lf-only-framing": ("result-agreement",),
+}
+
+
 @pytest.mark.timeout(900)
 def test_every_broken_adapter_is_caught_and_named(pytester: pytest.Pytester) -> None:
     _broken_project(pytester, shrink=False)
@@ -114,10 +122,15 @@ def test_every_broken_adapter_is_caught_and_named(pytester: pytest.Pytester) -> 
     matrix = _matrix(output)
     assert set(matrix) == set(BROKEN)
     for name, (_cls, guarantee) in BROKEN.items():
-        assert matrix[name][guarantee] == "FAIL", (name, guarantee, matrix[name])
+        # Which guarantee trips first can depend on which generated example fails first:
+        # an adapter whose bug two guarantees see may be named under either.
+        accepted = (guarantee, *ALSO_NAMED.get(name, ()))
+        failed = [g for g in accepted if matrix[name][g] == "FAIL"]
+        assert failed, (name, accepted, matrix[name])
         # The failure report names the adapter and the guarantee.
-        pattern = rf"anyinfer conformance: adapter {re.escape(name)} \(.*\) broke .*{guarantee}"
-        assert re.search(pattern, output), (name, guarantee)
+        named = "|".join(re.escape(g) for g in failed)
+        pattern = rf"anyinfer conformance: adapter {re.escape(name)} \(.*\) broke .*({named})"
+        assert re.search(pattern, output), (name, failed)
     # Reports carry the events and a script to reproduce with; with shrinking off, the
     # script is not called minimal.
     assert "  events (" in output
