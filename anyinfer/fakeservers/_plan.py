@@ -8,14 +8,23 @@ out the same way, so a script behaves identically in-process and over a socket.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._script import Fault, Rendered, Script
 
 if TYPE_CHECKING:
     from .dialects import Dialect
 
-__all__ = ["Action", "Disconnect", "Stall", "Write", "error_answer", "plan", "provider_error_at"]
+__all__ = [
+    "Action",
+    "Disconnect",
+    "Stall",
+    "Write",
+    "answer",
+    "error_answer",
+    "plan",
+    "provider_error_at",
+]
 
 GENERIC_MALFORMED = b"data: {not json\n\n"
 """The garbage frame used when a `Rendered` names none of its own."""
@@ -40,6 +49,37 @@ class Stall:
 
 Action = Write | Disconnect | Stall
 """One step of a plan."""
+
+
+def answer(
+    dialect: Dialect,
+    script: Script,
+    method: str,
+    path: str,
+    payload: Any,
+    *,
+    embedding: bool,
+) -> tuple[Rendered, bool]:
+    """What a fake server answers a generation or embedding request with, and whether
+    it is an error (sent whole, never planned).
+
+    The one rule both servers (loopback and transport) follow: the dialect's refusal of
+    the body first (`request_fault`, `embedding_fault`), then the script's status or
+    provider-error fault (`error_answer`), else the dialect's rendering of the script
+    (`render`, streamed when the request asks for it) or of the embeddings.
+    """
+    stream = not embedding and dialect.request_wants_stream(method, path, payload)
+    refused = (
+        dialect.embedding_fault(payload)
+        if embedding
+        else dialect.request_fault(method, path, payload)
+    )
+    fault = refused or error_answer(script, stream=stream)
+    if fault is not None:
+        return dialect.render_error(fault), True
+    if embedding:
+        return dialect.render_embeddings(payload), False
+    return dialect.render(script, stream=stream), False
 
 
 def error_answer(script: Script, *, stream: bool) -> Fault | None:

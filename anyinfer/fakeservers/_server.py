@@ -23,7 +23,7 @@ from types import TracebackType
 import httpx
 
 from ._bomb import bomb_rendered
-from ._plan import Action, Disconnect, Stall, Write, error_answer, plan
+from ._plan import Action, Disconnect, Stall, Write, answer, plan
 from ._script import Fault, Rendered
 from ._source import RecordedRequest, Scripts, ScriptSource, parse_json_body
 from .dialects import Dialect, resolve_dialect
@@ -358,21 +358,9 @@ class FakeServer:
                 Fault("status", status=500, message=str(exc), code="fakeservers_no_script")
             )
             return await self._send_whole(writer, error, keep_alive=keep_alive)
-        stream = not embedding and dialect.request_wants_stream(method, path, payload)
-        refused = (
-            dialect.embedding_fault(payload)
-            if embedding
-            else dialect.request_fault(method, path, payload)
-        )
-        answer = refused or error_answer(script, stream=stream)
-        if answer is not None:
-            error = dialect.render_error(answer)
-            return await self._send_whole(writer, error, keep_alive=keep_alive)
-        rendered = (
-            dialect.render_embeddings(payload)
-            if embedding
-            else dialect.render(script, stream=stream)
-        )
+        rendered, is_error = answer(dialect, script, method, path, payload, embedding=embedding)
+        if is_error:
+            return await self._send_whole(writer, rendered, keep_alive=keep_alive)
         if script.fault is not None and script.fault.kind == "bomb":
             return await self._send_whole(writer, bomb_rendered(rendered), keep_alive=keep_alive)
         return await self._send_planned(

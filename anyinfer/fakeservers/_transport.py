@@ -10,7 +10,7 @@ import anyio.lowlevel
 import httpx
 
 from ._bomb import bomb_rendered
-from ._plan import Action, Disconnect, Stall, Write, error_answer, plan
+from ._plan import Action, Disconnect, Stall, Write, answer, plan
 from ._source import RecordedRequest, Scripts, ScriptSource, parse_json_body
 from .dialects import Dialect, resolve_dialect
 
@@ -95,21 +95,9 @@ class FakeTransport(httpx.AsyncBaseTransport):
         if not (embedding or dialect.is_generation(method, path)):
             raise self._source.unexpected(request, f"the {dialect.name} dialect does not serve it")
         script = self._source.next(request)
-        stream = not embedding and dialect.request_wants_stream(method, path, payload)
-        refused = (
-            dialect.embedding_fault(payload)
-            if embedding
-            else dialect.request_fault(method, path, payload)
-        )
-        answer = refused or error_answer(script, stream=stream)
-        if answer is not None:
-            error = dialect.render_error(answer)
-            return httpx.Response(error.status, headers=error.headers, content=error.body)
-        rendered = (
-            dialect.render_embeddings(payload)
-            if embedding
-            else dialect.render(script, stream=stream)
-        )
+        rendered, is_error = answer(dialect, script, method, path, payload, embedding=embedding)
+        if is_error:
+            return httpx.Response(rendered.status, headers=rendered.headers, content=rendered.body)
         timeouts: Any = request.extensions.get("timeout") or {}
         read_timeout = timeouts.get("read") if isinstance(timeouts, dict) else None
         if script.fault is not None and script.fault.kind == "bomb":
