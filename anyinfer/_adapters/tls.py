@@ -26,12 +26,8 @@ class LazyTrustContext(ssl.SSLContext):
     _anyinfer_trusted = False
 
     def __new__(cls) -> LazyTrustContext:
+        # PROTOCOL_TLS_CLIENT sets CERT_REQUIRED and check_hostname, as httpx's has.
         return super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
-
-    def __init__(self) -> None:
-        # SSLContext.__init__ takes the protocol too; PROTOCOL_TLS_CLIENT already set
-        # CERT_REQUIRED and check_hostname in __new__.
-        super().__init__()
 
     def trust(self) -> None:
         """Load the CA bundle now, if it has not been loaded (thread-safe, idempotent)."""
