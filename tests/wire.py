@@ -1009,3 +1009,30 @@ def check_every_script(
             check(client, script)
 
         (settings(run) if settings is not None else run)()
+
+
+def split_params(
+    items: Sequence[Interaction],
+    splits: tuple[int | None, ...] = (None,),
+    *,
+    what: str,
+) -> list[Any]:
+    """`(item, split)` parameters: each recording read whole (`None`) and in reads of each
+    size in `splits`; one skipped parameter, saying why, when there are none.
+
+    Args:
+        items: The recordings.
+        splits: Read sizes (`None`: the whole body in one read).
+        what: What the recordings are, for the skip reason (`"Gemini"`).
+    """
+    if not items:
+        where, why = find_wire_dir()
+        reason = why if where is None else f"no {what} recordings under {where}"
+        return [pytest.param(None, None, id="no-recordings", marks=pytest.mark.skip(reason=reason))]
+    return [
+        pytest.param(
+            item, size, id=f"{item.id}-{'one-read' if size is None else f'reads-of-{size}'}"
+        )
+        for item in items
+        for size in splits
+    ]

@@ -26,7 +26,7 @@ from urllib.parse import unquote
 
 import pytest
 from helpers import NO_RETRY
-from wire import Interaction, find_wire_dir, interactions, replay_transport
+from wire import Interaction, find_wire_dir, interactions, replay_transport, split_params
 
 import anyinfer as ai
 from anyinfer._providers.bedrock import content_blocks
@@ -62,19 +62,6 @@ _DOCUMENTED_STOP = {
     "guardrail_intervened": "content_filter",
     "content_filtered": "content_filter",
 }
-
-
-def _params(items: list[Interaction], splits: tuple[int | None, ...] = (None,)) -> list[Any]:
-    if _WIRE_DIR is None or not items:
-        reason = _WIRE_WHY or f"no Bedrock recordings under {_WIRE_DIR}"
-        return [pytest.param(None, None, id="no-recordings", marks=pytest.mark.skip(reason=reason))]
-    return [
-        pytest.param(
-            item, size, id=f"{item.id}-{'one-read' if size is None else f'reads-of-{size}'}"
-        )
-        for item in items
-        for size in splits
-    ]
 
 
 # --- expected values, straight from the recorded body ---------------------------------
@@ -269,7 +256,9 @@ def test_the_recordings_cover_streams_tools_reasoning_and_errors() -> None:
     assert any(i.response.status >= 400 for i in OTHERS)
 
 
-@pytest.mark.parametrize(("item", "split"), _params(SUCCEEDED_STREAMS, (None, 1, 13)))
+@pytest.mark.parametrize(
+    ("item", "split"), split_params(SUCCEEDED_STREAMS, (None, 1, 13), what="Bedrock")
+)
 def test_streamed_recordings(item: Interaction, split: int | None) -> None:
     exp = expected_stream(item)
     transport = replay_transport([item], chunk_size=split)
@@ -298,7 +287,7 @@ def test_streamed_recordings(item: Interaction, split: int | None) -> None:
     assert seen == exp.order
 
 
-@pytest.mark.parametrize(("item", "split"), _params(OTHERS))
+@pytest.mark.parametrize(("item", "split"), split_params(OTHERS, what="Bedrock"))
 def test_whole_and_failed_recordings(item: Interaction, split: int | None) -> None:
     transport = replay_transport([item])
     streamed = item.request.path.endswith("/converse-stream")

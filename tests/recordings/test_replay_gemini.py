@@ -25,7 +25,14 @@ from typing import Any
 
 import pytest
 from helpers import NO_RETRY
-from wire import Interaction, find_wire_dir, interactions, replay_transport, sse_json
+from wire import (
+    Interaction,
+    find_wire_dir,
+    interactions,
+    replay_transport,
+    split_params,
+    sse_json,
+)
 
 import anyinfer as ai
 from anyinfer._providers.gemini import content_parts
@@ -63,23 +70,6 @@ _STATUS_ERRORS: dict[str, type[ai.ProviderError]] = {
     "RESOURCE_EXHAUSTED": ai.RateLimitError,
     "UNAVAILABLE": ai.OverloadedError,
 }
-
-
-def _params(items: list[Interaction], *, splits: tuple[int | None, ...] = (None,)) -> list[Any]:
-    if _WIRE_DIR is None:
-        return [
-            pytest.param(None, None, id="no-recordings", marks=pytest.mark.skip(reason=_WIRE_WHY))
-        ]
-    if not items:
-        reason = f"no Gemini recordings under {_WIRE_DIR}"
-        return [pytest.param(None, None, id="no-recordings", marks=pytest.mark.skip(reason=reason))]
-    return [
-        pytest.param(
-            item, size, id=f"{item.id}-{'one-read' if size is None else f'reads-of-{size}'}"
-        )
-        for item in items
-        for size in splits
-    ]
 
 
 # --- expected values, straight from the recorded body ---------------------------------
@@ -272,7 +262,7 @@ def test_the_recordings_cover_both_stream_framings_and_whole_bodies() -> None:
     assert any(i.response.status >= 400 for i in GEMINI)
 
 
-@pytest.mark.parametrize(("item", "split"), _params(STREAMED, splits=(None, 1, 13)))
+@pytest.mark.parametrize(("item", "split"), split_params(STREAMED, (None, 1, 13), what="Gemini"))
 def test_streamed_recordings(item: Interaction, split: int | None) -> None:
     exp = expected_from(item)
     transport = replay_transport([item], chunk_size=split)
@@ -305,7 +295,9 @@ def test_streamed_recordings(item: Interaction, split: int | None) -> None:
         assert exp.closed  # these recordings end with `]`, the array form's sentinel
 
 
-@pytest.mark.parametrize(("item", "split"), _params([i for i in GEMINI if i not in STREAMED]))
+@pytest.mark.parametrize(
+    ("item", "split"), split_params([i for i in GEMINI if i not in STREAMED], what="Gemini")
+)
 def test_whole_and_failed_recordings(item: Interaction, split: int | None) -> None:
     exp = expected_from(item)
     transport = replay_transport([item])
