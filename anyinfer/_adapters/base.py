@@ -78,7 +78,7 @@ from .shielded import finish_uncancelled
 from .tls import LazyTrustContext
 
 if TYPE_CHECKING:
-    from .._embed._types import EmbedReply, EmbedRequest
+    from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
     from .._messages import Message
     from .._types import Generation
 from .._request import GenerationRequest
@@ -250,6 +250,29 @@ class Adapter(ABC):
         raise ConfigError(
             f"{self.instance_id} ({self.provider_id or type(self).__name__}) does not serve "
             "embeddings through AnyInfer",
+            provider=self.instance_id,
+        )
+
+    rerank_max_documents: ClassVar[int] = 1000
+    """The most documents one rerank request may carry; `rerank()` splits larger calls
+    into requests of at most this many and merges their rankings."""
+
+    @classmethod
+    def serves_rerank(cls) -> bool:
+        """Whether `rerank()` is implemented (checked before a rerank call is sent)."""
+        return cls.rerank is not Adapter.rerank
+
+    async def rerank(self, request: RerankRequest) -> RerankReply:
+        """Rank one request's documents by relevance to its query, best first.
+
+        Adapters whose provider reranks override this.
+
+        Raises:
+            ConfigError: If this adapter's provider does not rerank.
+        """
+        raise ConfigError(
+            f"{self.instance_id} ({self.provider_id or type(self).__name__}) does not serve "
+            "reranking through AnyInfer",
             provider=self.instance_id,
         )
 

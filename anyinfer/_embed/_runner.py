@@ -29,14 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._adapters.profile import UsageConvention
 from .._client.validate import need_int, need_number
-from .._errors import (
-    AllTargetsFailedError,
-    AnyInferError,
-    ConfigError,
-    ProtocolError,
-    ProviderTimeoutError,
-)
+from .._errors import ConfigError, ProtocolError
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
+from ._route import ms_since, sealed, timed, walk
 from ._types import Embeddings, EmbedEncoding, EmbedReply, EmbedRequest
 
 if TYPE_CHECKING:
@@ -223,7 +218,7 @@ class EmbedRunner:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in tasks:
                 if task.done() and not task.cancelled() and task.exception() is not None:
-                    raise _sealed(task.exception(), trail)
+                    raise sealed(task.exception(), trail)
         finally:
             for task in tasks:
                 task.cancel()
@@ -247,71 +242,19 @@ class EmbedRunner:
         provider_options: Mapping[str, Mapping[str, Any]],
         trail: list[AttemptRecord],
     ) -> tuple[EmbedReply, ResolvedTarget]:
-        """One batch's walk over the route (the module docstring's decisions)."""
-        from .._client.attempt import _counts_against_health
+        """One batch's walk over the route (`_route.walk`)."""
 
-        breakers = self._breakers
-        threshold, cooldown = route.breaker_threshold, route.breaker_cooldown_s
-        for target in targets:
-            key = str(target)
-            if not breakers.allow(key, threshold, cooldown):
-                trail.append(AttemptRecord(target, "skipped_unhealthy"))
-                continue
+        async def attempt(target: ResolvedTarget) -> EmbedReply:
             options = provider_options.get(target.provider) or provider_options.get(
                 target.provider_id, {}
             )
             request = replace(base, model=target.model, provider_options=dict(options))
-            retries = 0
-            while True:
-                start = time.monotonic()
-                try:
-                    reply = await self._attempt(target, request)
-                except AnyInferError as exc:
-                    timing = Timing(start, total_ms=_ms_since(start))
-                    decision = route.decide(exc)
-                    if _counts_against_health(exc, decision):
-                        breakers.failure(key, threshold)
-                    else:
-                        breakers.release(key)
-                    if decision == "retry" and retries < route.retry.max_retries:
-                        delay = route.retry.delay(retries + 1, exc)
-                        if delay is not None:
-                            retries += 1
-                            trail.append(AttemptRecord(target, "retried", exc.to_info(), timing))
-                            await asyncio.sleep(delay)
-                            if breakers.allow(key, threshold, cooldown):
-                                continue
-                            break
-                    trail.append(AttemptRecord(target, "failed", exc.to_info(), timing))
-                    if decision == "raise":
-                        raise
-                    break
-                except BaseException:
-                    breakers.release(key)  # cancelled: no verdict on the target
-                    raise
-                breakers.success(key)
-                timing = Timing(start, total_ms=_ms_since(start), phases=dict(reply.phases))
-                trail.append(AttemptRecord(target, "ok", None, timing))
-                return reply, target
-        raise _exhausted(trail, len(targets))
+            adapter = self._targets.adapter(target.provider)
+            reply = await timed(adapter.embed(request), request.timeout_s, target, "embedding")
+            _check_reply(reply, request, target)
+            return reply
 
-    async def _attempt(self, target: ResolvedTarget, request: EmbedRequest) -> EmbedReply:
-        adapter = self._targets.adapter(target.provider)
-        if request.timeout_s is None:
-            reply = await adapter.embed(request)
-        else:
-            try:
-                async with asyncio.timeout(request.timeout_s):
-                    reply = await adapter.embed(request)
-            except TimeoutError:
-                raise ProviderTimeoutError(
-                    f"{target.provider}: the embedding request took longer than "
-                    f"timeout_s={request.timeout_s}",
-                    timeout_kind="total",
-                    provider=target.provider,
-                ) from None
-        _check_reply(reply, request, target)
-        return reply
+        return await walk(route, targets, self._breakers, attempt, trail, what="embed()")
 
     def _assemble(
         self,
@@ -347,7 +290,7 @@ class EmbedRunner:
         usage = _summed(usages)
         if first_target is not None:
             usage = self._priced(first_target, usage, [t for _, t in results], usages)
-        timing = Timing(started, total_ms=_ms_since(started), phases=phases)
+        timing = Timing(started, total_ms=ms_since(started), phases=phases)
         return Embeddings(
             vectors=tuple(vectors),
             dimensions=dims,
@@ -420,28 +363,3 @@ def _summed(usages: list[Usage]) -> Usage:
     inp = total("input_tokens")
     tot = total("total_tokens")
     return Usage(input_tokens=inp, total_tokens=tot if tot is not None else inp)
-
-
-def _sealed(exc: BaseException | None, trail: list[AttemptRecord]) -> BaseException:
-    assert exc is not None
-    if isinstance(exc, AnyInferError) and not isinstance(exc, AllTargetsFailedError):
-        exc.attempts = tuple(trail)
-    return exc
-
-
-def _exhausted(trail: list[AttemptRecord], targets: int) -> AllTargetsFailedError:
-    tried = [a for a in trail if a.error is not None]
-    last = tried[-1].error if tried else None
-    if last is not None:
-        detail = f": last error {last.type_name}: {last.detail}"
-    elif trail:
-        detail = ": every target was skipped as unhealthy"
-    else:
-        detail = ""
-    return AllTargetsFailedError(
-        f"embed(): all {targets} target(s) failed for a batch{detail}", attempts=tuple(trail)
-    )
-
-
-def _ms_since(start: float) -> float:
-    return (time.monotonic() - start) * 1000.0

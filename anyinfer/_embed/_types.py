@@ -10,7 +10,17 @@ from typing import Any, Literal
 
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
 
-__all__ = ["EmbedEncoding", "EmbedReply", "EmbedRequest", "Embeddings", "Vector"]
+__all__ = [
+    "EmbedEncoding",
+    "EmbedReply",
+    "EmbedRequest",
+    "Embeddings",
+    "RankedDocument",
+    "RerankReply",
+    "RerankRequest",
+    "Reranking",
+    "Vector",
+]
 
 Vector = array
 """One embedding vector: an `array.array('f')` of float32 values (4 bytes each)."""
@@ -114,3 +124,107 @@ class Embeddings:
             f"Embeddings(count={len(self.vectors)}, dimensions={self.dimensions}, "
             f"target={self.target!r}, usage={self.usage!r}, batches={len(self.batch_targets)})"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class RerankRequest:
+    """One rerank request, as an adapter receives it.
+
+    Attributes:
+        model: The provider's reranking model.
+        query: The text the documents are ranked against.
+        documents: The documents of this request, in the caller's order.
+        top_n: Return only the best `top_n` documents; `None` returns all of them.
+        timeout_s: Per-call timeout overriding the provider's.
+        provider_options: Extra body fields, merged last.
+    """
+
+    model: str
+    query: str
+    documents: tuple[str, ...]
+    top_n: int | None = None
+    timeout_s: float | None = None
+    provider_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RankedDocument:
+    """One document's place in a ranking.
+
+    Attributes:
+        index: The document's position in the documents the caller passed.
+        score: The provider's relevance score (higher is more relevant). Scores of one
+            model are comparable with each other; scores of different models are not.
+        document: The document's text.
+    """
+
+    index: int
+    score: float
+    document: str
+
+
+@dataclass(frozen=True, slots=True)
+class RerankReply:
+    """An adapter's answer to one `RerankRequest`.
+
+    Attributes:
+        ranked: The documents the provider returned, best first; `index` points into
+            `RerankRequest.documents`.
+        usage: Token accounting the provider reported, where it counts tokens.
+        search_units: Billed search units, where the provider bills by them (Cohere).
+        model: The model the provider says served the request, when it says.
+        warnings: Non-fatal notices.
+        phases: Provider-reported sub-timings in milliseconds.
+    """
+
+    ranked: tuple[RankedDocument, ...]
+    usage: Usage = field(default_factory=Usage)
+    search_units: int | None = None
+    model: str | None = None
+    warnings: tuple[str, ...] = ()
+    phases: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Reranking:
+    """The result of `rerank()`: documents ordered by relevance to the query, best first.
+
+    It is a sequence of `RankedDocument`: `len()`, indexing and iteration go over
+    `results`.
+
+    Attributes:
+        results: The ranked documents, best first (at most `top_n` of them); each
+            `index` points into the documents the caller passed.
+        target: The target that served the first request.
+        usage: Token accounting summed over every request, with `cost_usd` where the
+            target's pricing is known.
+        search_units: Billed search units summed over every request, where the provider
+            bills by them.
+        timing: The whole call (`total_ms`); `phases` sums provider-reported sub-timings.
+        attempts: Every attempt of every request, in the order they ended.
+        batch_targets: The target that served each request, in request order.
+        warnings: Non-fatal notices accumulated along the way.
+    """
+
+    results: tuple[RankedDocument, ...]
+    target: ResolvedTarget
+    usage: Usage
+    timing: Timing
+    search_units: int | None = None
+    attempts: tuple[AttemptRecord, ...] = ()
+    batch_targets: tuple[ResolvedTarget, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def cost_usd(self) -> Decimal | None:
+        """The call's cost in US dollars (`usage.cost_usd`), when pricing is known."""
+        return self.usage.cost_usd
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, index: int) -> RankedDocument:
+        return self.results[index]
+
+    def __iter__(self) -> Iterator[RankedDocument]:
+        return iter(self.results)
