@@ -83,6 +83,8 @@ __all__ = [
     "DEFAULT_MAX_ROUNDS",
     "EmbedEncoding",
     "Embeddings",
+    "RankedDocument",
+    "Reranking",
     "Repair",
     "SchemaSpec",
     "SupportsJSONSchema",
@@ -218,7 +220,9 @@ _LAZY: dict[str, str] = {
     ),
     **dict.fromkeys(("ModelCapabilities", "Provenance"), "._knowledge.capabilities"),
     "Catalog": "._knowledge.catalog",
-    **dict.fromkeys(("EmbedEncoding", "Embeddings"), "._embed._types"),
+    **dict.fromkeys(
+        ("EmbedEncoding", "Embeddings", "RankedDocument", "Reranking"), "._embed._types"
+    ),
     **dict.fromkeys(("Tool", "tool"), "._structured.tools"),
     **dict.fromkeys(("Repair", "SchemaSpec", "SupportsJSONSchema"), "._structured.output"),
     **dict.fromkeys(
@@ -259,7 +263,7 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
-    from ._embed._types import Embeddings, EmbedEncoding
+    from ._embed._types import Embeddings, EmbedEncoding, RankedDocument, Reranking
     from ._local.acquire import AcquisitionProgress, AcquisitionReport, PlannedFile, ProgressSink
     from ._local.catalog import (
         CatalogView,

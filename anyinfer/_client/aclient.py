@@ -32,7 +32,7 @@ from .validate import check_budget_call, check_request, check_run_tools_call
 if TYPE_CHECKING:
     from .._adapters.base import Adapter, DiscoveredModel, Health
     from .._adapters.registry import ProviderRegistry
-    from .._embed._types import Embeddings, EmbedEncoding
+    from .._embed._types import Embeddings, EmbedEncoding, Reranking
     from .._knowledge.budget import ContextBudget, TokenEstimator
     from .._knowledge.capabilities import CapabilityStore, ModelCapabilities
     from .._knowledge.catalog import Catalog
@@ -722,6 +722,60 @@ class AsyncClient:
         chosen = self._route_for(target, route)
         targets = tuple(self.resolve(t) for t in chosen.targets)
         return await EmbedRunner(self._targets, self._breakers).embed(chosen, targets, **call)
+
+    async def rerank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        *,
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        top_n: int | None = None,
+        batch_size: int | None = None,
+        concurrency: int | None = None,
+        same_model: bool = False,
+        timeout_s: float | None = None,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Reranking:
+        """Rank documents by relevance to a query, best first.
+
+        Documents beyond what one request takes (the adapter's `rerank_max_documents`,
+        or `batch_size`) are split into requests sent `concurrency` at a time, each
+        routed like a generation attempt (retries, breakers, fallbacks), and merged by
+        score, with `top_n` applied after the merge; every `index` in the result points
+        into `documents`. Every fallback target must name the first target's model:
+        scores of different models are not comparable, so such a route is refused
+        before anything is sent (`same_model=True` declares that differently named
+        targets are the same model). A failed request fails the call: a partial
+        ranking is never returned.
+
+        Args:
+            query: The text to rank the documents against.
+            documents: The documents, as a sequence of strings.
+            target: One target, `"provider:model"` (a reranking model).
+            route: A `Route`, one target, or targets in fallback order.
+            top_n: Return only the best `top_n` documents (default: all of them).
+            batch_size: Most documents per request (at most the adapter's limit).
+            concurrency: Requests in flight at once (default 4).
+            same_model: Declare that every target of the route is the same model,
+                whatever its name, so their scores are comparable.
+            timeout_s: Per-request timeout, for each request's attempts.
+            provider_options: Extra body fields per provider id, merged last.
+
+        Returns:
+            The `Reranking`.
+
+        Raises:
+            ConfigError: For an invalid call, a target that does not rerank, or a route
+                mixing models.
+            AllTargetsFailedError: A request found no target that answered.
+        """
+        call = call_keywords(locals(), "target", "route")
+        from .._embed._rerank import RerankRunner
+
+        chosen = self._route_for(target, route)
+        targets = tuple(self.resolve(t) for t in chosen.targets)
+        return await RerankRunner(self._targets, self._breakers).rerank(chosen, targets, **call)
 
     async def _tool_round(self, messages: MessagesInput, **kwargs: Any) -> Generation:
         """One `run_tools` round: `generate()` (same arguments), keeping the raw payload

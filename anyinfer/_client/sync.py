@@ -24,7 +24,7 @@ from .route import Route
 if TYPE_CHECKING:
     from .._adapters.base import DiscoveredModel, Health
     from .._adapters.registry import ProviderRegistry
-    from .._embed._types import Embeddings, EmbedEncoding
+    from .._embed._types import Embeddings, EmbedEncoding, Reranking
     from .._knowledge.budget import ContextBudget, TokenEstimator
     from .._knowledge.capabilities import ModelCapabilities
     from .._knowledge.catalog import Catalog
@@ -267,6 +267,23 @@ class Client:
     ) -> Embeddings:
         """Embed texts, one vector per input in input order. See `AsyncClient.embed`."""
         return self._call(self._async.embed(**call_keywords(locals())))
+
+    def rerank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        *,
+        target: Target | None = None,
+        route: Route | Target | Sequence[Target] | None = None,
+        top_n: int | None = None,
+        batch_size: int | None = None,
+        concurrency: int | None = None,
+        same_model: bool = False,
+        timeout_s: float | None = None,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Reranking:
+        """Rank documents by relevance to a query, best first. See `AsyncClient.rerank`."""
+        return self._call(self._async.rerank(**call_keywords(locals())))
 
     def run_tools(
         self,

@@ -12,6 +12,12 @@ the route's decisions directly:
 
 Every attempt becomes an `AttemptRecord` in the caller's trail. A route that runs out
 raises `AllTargetsFailedError` carrying the trail.
+
+Three rules the unary operations share live here too: `refuse_mixed_models` (a fallback
+to another model is refused before dispatch, since vectors and relevance scores of
+different models are not comparable), `all_or_nothing` (a call's requests run
+concurrently within a limit, and the first failure stops the call: no partial result),
+and `priced` (each request priced at the target that served it).
 """
 
 from __future__ import annotations
@@ -19,16 +25,28 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from .._errors import AllTargetsFailedError, AnyInferError, ProviderTimeoutError
-from .._types import AttemptRecord, ResolvedTarget, Timing
+from .._errors import AllTargetsFailedError, AnyInferError, ConfigError, ProviderTimeoutError
+from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
 
 if TYPE_CHECKING:
     from .._client.health import Breakers
     from .._client.route import Route
+    from .._client.targets import Targets
 
-__all__ = ["Phased", "exhausted", "ms_since", "sealed", "timed", "walk"]
+__all__ = [
+    "Phased",
+    "all_or_nothing",
+    "exhausted",
+    "ms_since",
+    "priced",
+    "refuse_mixed_models",
+    "sealed",
+    "timed",
+    "walk",
+]
 
 R = TypeVar("R", bound="Phased")
 T = TypeVar("T")
@@ -155,3 +173,97 @@ def exhausted(trail: list[AttemptRecord], targets: int, what: str) -> AllTargets
 def ms_since(start: float) -> float:
     """Milliseconds since `start` (a `time.monotonic()` reading)."""
     return (time.monotonic() - start) * 1000.0
+
+
+def refuse_mixed_models(
+    targets: Sequence[ResolvedTarget], *, what: str, override: str, why: str
+) -> None:
+    """Refuse, before dispatch, a route whose targets are not all the first's model.
+
+    Embedding vectors and relevance scores are only comparable within one model, so a
+    request served by a fallback of another model would silently mix them (in an index,
+    or in one merged ranking).
+
+    Args:
+        targets: The route's resolved targets, in fallback order.
+        what: The operation, for the message (`"rerank()"`).
+        override: The keyword that declares the models interchangeable
+            (`"same_model=True"`), named in the message.
+        why: What would go wrong, completing "… uses model X, not Y like T; ".
+
+    Raises:
+        ConfigError: Naming the first target that differs and why it is refused.
+    """
+    first = targets[0] if targets else None
+    for other in targets[1:]:
+        assert first is not None
+        if other.model != first.model:
+            raise ConfigError(
+                f"{what}: fallback target {other} uses model {other.model!r}, not "
+                f"{first.model!r} like {first}; {why}. Use targets of one model, or pass "
+                f"{override} if you know they are interchangeable",
+                provider=other.provider,
+            )
+
+
+async def all_or_nothing(
+    calls: Sequence[Callable[[], Awaitable[T]]],
+    concurrency: int,
+    trail: list[AttemptRecord],
+) -> list[T]:
+    """Run `calls` at most `concurrency` at a time; their results, in call order.
+
+    The first call to fail stops the others (a call not yet started never sends) and
+    its error is raised carrying the whole `trail` (`sealed`): a partial result is
+    never returned.
+    """
+    gate = asyncio.Semaphore(concurrency)
+    failed = asyncio.Event()
+
+    async def one(call: Callable[[], Awaitable[T]]) -> T:
+        async with gate:
+            if failed.is_set():  # another call failed: the whole call is over
+                raise asyncio.CancelledError
+            try:
+                return await call()
+            except BaseException:
+                failed.set()
+                raise
+
+    tasks = [asyncio.ensure_future(one(call)) for call in calls]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise sealed(task.exception(), trail)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return [task.result() for task in tasks]
+
+
+def priced(
+    targets: Targets, usage: Usage, served: Sequence[ResolvedTarget], usages: Sequence[Usage]
+) -> Usage:
+    """`usage` with `cost_usd`: each request's usage priced at the target that served
+    it, by its input tokens (embedding and rerank models generate none, so output
+    counts as 0); unchanged when any request's cost is unknown."""
+    from decimal import Decimal
+
+    from .._adapters.profile import UsageConvention
+
+    total = Decimal(0)
+    for target, one in zip(served, usages, strict=True):
+        if one.input_tokens is None:
+            return usage
+        cost = targets.pricing.cost(
+            replace(one, output_tokens=0),
+            target.provider_id,
+            target.model,
+            convention=targets.profile(target.provider_id).usage or UsageConvention(),
+        )
+        if cost is None:
+            return usage
+        total += cost
+    return replace(usage, cost_usd=total)

@@ -1,0 +1,313 @@
+"""The client side of `rerank()`: checks, the same-model rule, splitting and merging.
+
+Before anything is sent, the call is checked (a non-empty query, a non-empty sequence of
+string documents, a positive `top_n`), every target's adapter must rerank, and every
+fallback target must name the first target's model (`_route.refuse_mixed_models`):
+relevance scores of different models are not on one scale, so a ranking merged from
+them, or compared with another call's, would be silently wrong.
+
+A document list longer than the adapters' `rerank_max_documents` (or the call's
+`batch_size`) is cut into consecutive requests, sent concurrently up to `concurrency`
+at once, each walked over the route (`_route.walk`: retries, breakers, fallbacks). The
+replies are merged by score, best first (ties keep the caller's order), and `top_n` is
+applied after the merge; each request asks for at most `top_n` itself, since the best
+`top_n` overall are each among the best `top_n` of their request. Every `index` in the
+result points into the caller's documents. Usage and search units are summed over the
+requests. A failed request stops the call (`_route.all_or_nothing`): a partial ranking
+is never returned.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from .._client.validate import need_int, need_number
+from .._errors import ConfigError, ProtocolError
+from .._types import AttemptRecord, ResolvedTarget, Timing
+from ._route import all_or_nothing, ms_since, priced, refuse_mixed_models, timed, walk
+from ._runner import _summed, split_batches
+from ._types import RankedDocument, Reranking, RerankReply, RerankRequest
+
+if TYPE_CHECKING:
+    from .._adapters.base import Adapter
+    from .._client.health import Breakers
+    from .._client.route import Route
+    from .._client.targets import Targets
+
+__all__ = ["DEFAULT_CONCURRENCY", "RerankRunner", "check_reply", "merge"]
+
+DEFAULT_CONCURRENCY = 4
+"""Requests of one `rerank()` call in flight at once, unless the call says otherwise."""
+
+
+def _documents(documents: Sequence[str]) -> tuple[str, ...]:
+    """The call's documents as a tuple of strings."""
+    if isinstance(documents, str | bytes | bytearray) or not isinstance(documents, Sequence):
+        raise ConfigError(
+            f"rerank(): documents must be a sequence of strings, got "
+            f"{type(documents).__name__}"
+            + (" (one string is not a list)" if isinstance(documents, str) else "")
+        )
+    docs = tuple(documents)
+    if not docs:
+        raise ConfigError("rerank() needs at least one document")
+    for i, d in enumerate(docs):
+        if not isinstance(d, str):
+            raise ConfigError(f"rerank(): documents[{i}] must be a string, got {type(d).__name__}")
+    return docs
+
+
+def _wanted(request: RerankRequest) -> int:
+    """How many ranked documents a reply to `request` must hold."""
+    count = len(request.documents)
+    return count if request.top_n is None else min(request.top_n, count)
+
+
+def check_reply(reply: RerankReply, request: RerankRequest, target: ResolvedTarget) -> None:
+    """The guarantees every adapter's reply must keep: as many documents as asked for
+    (all, or `top_n`), each index a distinct position in the request's documents, each
+    score a finite number.
+
+    Raises:
+        ProtocolError: Naming what the reply broke.
+    """
+    provider = target.provider
+    want = _wanted(request)
+    if len(reply.ranked) != want:
+        raise ProtocolError(
+            f"{provider}: {len(reply.ranked)} ranked document(s) for {len(request.documents)} "
+            f"document(s) sent, {want} expected",
+            provider=provider,
+        )
+    seen: set[int] = set()
+    for position, item in enumerate(reply.ranked):
+        index, score = item.index, item.score
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise ProtocolError(
+                f"{provider}: result {position} has no integer index", provider=provider
+            )
+        if not 0 <= index < len(request.documents) or index in seen:
+            raise ProtocolError(
+                f"{provider}: result {position} has index {index}, not a distinct position "
+                f"among the {len(request.documents)} document(s) sent",
+                provider=provider,
+            )
+        seen.add(index)
+        if (
+            isinstance(score, bool)
+            or not isinstance(score, int | float)
+            or not math.isfinite(score)
+        ):
+            raise ProtocolError(
+                f"{provider}: result {position} has score {score!r}, not a finite number",
+                provider=provider,
+            )
+
+
+def merge(
+    replies: Sequence[tuple[int, RerankReply]], documents: Sequence[str], top_n: int | None
+) -> tuple[RankedDocument, ...]:
+    """One ranking from the replies of consecutive requests.
+
+    Args:
+        replies: Each reply with the position of its request's first document in the
+            caller's documents.
+        documents: The caller's documents.
+        top_n: Keep only the best `top_n`.
+
+    Returns:
+        The documents best first (equal scores in the caller's order), each `index`
+        pointing into `documents` and `document` its text.
+    """
+    scored = [
+        (float(item.score), offset + item.index)
+        for offset, reply in replies
+        for item in reply.ranked
+    ]
+    scored.sort(key=lambda pair: (-pair[0], pair[1]))
+    if top_n is not None:
+        scored = scored[:top_n]
+    return tuple(RankedDocument(index, score, documents[index]) for score, index in scored)
+
+
+class RerankRunner:
+    """Runs `rerank()` calls over the client's adapters and breakers.
+
+    Args:
+        targets: Adapters, profiles and pricing.
+        breakers: The client's circuit breakers (shared with generation).
+    """
+
+    __slots__ = ("_breakers", "_targets")
+
+    def __init__(self, targets: Targets, breakers: Breakers) -> None:
+        self._targets = targets
+        self._breakers = breakers
+
+    async def rerank(
+        self,
+        route: Route,
+        targets: tuple[ResolvedTarget, ...],
+        *,
+        query: str,
+        documents: Sequence[str],
+        top_n: int | None = None,
+        batch_size: int | None = None,
+        concurrency: int | None = None,
+        same_model: bool = False,
+        timeout_s: float | None = None,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Reranking:
+        """Check a `rerank()` call (see `AsyncClient.rerank`), then `run` it.
+
+        Raises:
+            ConfigError: Before anything is sent, for an invalid argument, a target
+                whose adapter does not rerank, or a route mixing models.
+        """
+        if not isinstance(query, str):
+            raise ConfigError(f"rerank(): query must be a string, got {type(query).__name__}")
+        if not query.strip():
+            raise ConfigError("rerank(): query must not be empty")
+        docs = _documents(documents)
+        for name, value in (
+            ("top_n", top_n),
+            ("batch_size", batch_size),
+            ("concurrency", concurrency),
+        ):
+            if value is not None:
+                need_int(value, name, minimum=1)
+        if timeout_s is not None:
+            need_number(timeout_s, "timeout_s", positive=True)
+        if type(same_model) is not bool:
+            raise ConfigError(f"same_model must be a bool, got {same_model!r}")
+        if not same_model:
+            refuse_mixed_models(
+                targets,
+                what="rerank()",
+                override="same_model=True",
+                why="relevance scores of different models are not on one scale, so a "
+                "ranking served or merged from it would silently mix them",
+            )
+        for t in targets:
+            if not self._class_of(t).serves_rerank():
+                raise ConfigError(
+                    f"rerank(): {t} cannot rerank: its provider ({t.provider_id}) has no "
+                    "reranking support in AnyInfer",
+                    provider=t.provider,
+                )
+        base = RerankRequest(
+            model=targets[0].model, query=query, documents=docs, top_n=top_n, timeout_s=timeout_s
+        )
+        return await self.run(
+            route,
+            targets,
+            base,
+            batch_size=batch_size,
+            concurrency=concurrency or DEFAULT_CONCURRENCY,
+            provider_options=provider_options or {},
+        )
+
+    async def run(
+        self,
+        route: Route,
+        targets: tuple[ResolvedTarget, ...],
+        base: RerankRequest,
+        *,
+        batch_size: int | None,
+        concurrency: int,
+        provider_options: Mapping[str, Mapping[str, Any]],
+    ) -> Reranking:
+        """Rank `base.documents` over `route`: requests, each routed, merged by score.
+
+        Raises:
+            AllTargetsFailedError: A request found no target that answered.
+            AnyInferError: An error the route's `decide` raises, or a reply that breaks
+                the ranking guarantees (`ProtocolError`).
+        """
+        docs = base.documents
+        size = batch_size or min(self._max_documents(t) for t in targets)
+        spans = split_batches(len(docs), size)
+        trail: list[AttemptRecord] = []
+        started = time.monotonic()
+
+        def request_for(span: range) -> RerankRequest:
+            top_n = None if base.top_n is None else min(base.top_n, len(span))
+            return replace(base, documents=docs[span.start : span.stop], top_n=top_n)
+
+        calls = [
+            partial(self._route_request, route, targets, request_for(s), provider_options, trail)
+            for s in spans
+        ]
+        results = await all_or_nothing(calls, concurrency, trail)
+        return self._assemble(results, spans, base, started, trail)
+
+    def _class_of(self, target: ResolvedTarget) -> type[Adapter]:
+        """The adapter class serving `target` (nothing is built or resolved)."""
+        settings = self._targets.settings_for(target.provider)
+        return self._targets.registry.adapter_class(settings.provider_id)
+
+    def _max_documents(self, target: ResolvedTarget) -> int:
+        return max(1, int(self._class_of(target).rerank_max_documents))
+
+    async def _route_request(
+        self,
+        route: Route,
+        targets: tuple[ResolvedTarget, ...],
+        base: RerankRequest,
+        provider_options: Mapping[str, Mapping[str, Any]],
+        trail: list[AttemptRecord],
+    ) -> tuple[RerankReply, ResolvedTarget]:
+        """One request's walk over the route (`_route.walk`)."""
+
+        async def attempt(target: ResolvedTarget) -> RerankReply:
+            options = provider_options.get(target.provider) or provider_options.get(
+                target.provider_id, {}
+            )
+            request = replace(base, model=target.model, provider_options=dict(options))
+            adapter = self._targets.adapter(target.provider)
+            reply = await timed(adapter.rerank(request), request.timeout_s, target, "rerank")
+            check_reply(reply, request, target)
+            return reply
+
+        return await walk(route, targets, self._breakers, attempt, trail, what="rerank()")
+
+    def _assemble(
+        self,
+        results: list[tuple[RerankReply, ResolvedTarget]],
+        spans: list[range],
+        base: RerankRequest,
+        started: float,
+        trail: list[AttemptRecord],
+    ) -> Reranking:
+        warnings: list[str] = []
+        phases: dict[str, float] = {}
+        for reply, _target in results:
+            for w in reply.warnings:
+                if w not in warnings:
+                    warnings.append(w)
+            for name, ms in reply.phases.items():
+                phases[name] = phases.get(name, 0.0) + ms
+        usages = [reply.usage for reply, _ in results]
+        served = [target for _, target in results]
+        usage = priced(self._targets, _summed(usages), served, usages)
+        units = [reply.search_units for reply, _ in results]
+        ranked = merge(
+            [(span.start, reply) for span, (reply, _) in zip(spans, results, strict=True)],
+            base.documents,
+            base.top_n,
+        )
+        return Reranking(
+            results=ranked,
+            target=served[0],
+            usage=usage,
+            timing=Timing(started, total_ms=ms_since(started), phases=phases),
+            search_units=None if None in units else sum(u for u in units if u is not None),
+            attempts=tuple(trail),
+            batch_targets=tuple(served),
+            warnings=tuple(warnings),
+        )
