@@ -8,7 +8,7 @@ out the same way, so a script behaves identically in-process and over a socket.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._script import Fault, Rendered, Script
 
@@ -18,16 +18,34 @@ if TYPE_CHECKING:
 __all__ = [
     "Action",
     "Disconnect",
+    "RequestKind",
     "Stall",
     "Write",
     "answer",
     "error_answer",
     "plan",
     "provider_error_at",
+    "request_kind",
 ]
 
 GENERIC_MALFORMED = b"data: {not json\n\n"
 """The garbage frame used when a `Rendered` names none of its own."""
+
+RequestKind = Literal["generation", "embedding", "rerank"]
+"""What a request to a fake server asks for (the dialect's `is_generation`,
+`is_embedding`, `is_rerank`)."""
+
+
+def request_kind(dialect: Dialect, method: str, path: str) -> RequestKind | None:
+    """What a request asks `dialect` for, or `None` when the dialect serves no such
+    endpoint (model listings are answered before this is asked)."""
+    if dialect.is_embedding(method, path):
+        return "embedding"
+    if dialect.is_rerank(method, path):
+        return "rerank"
+    if dialect.is_generation(method, path):
+        return "generation"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,27 +76,33 @@ def answer(
     path: str,
     payload: Any,
     *,
-    embedding: bool,
+    kind: RequestKind,
 ) -> tuple[Rendered, bool]:
-    """What a fake server answers a generation or embedding request with, and whether
-    it is an error (sent whole, never planned).
+    """What a fake server answers a generation, embedding or rerank request (`kind`)
+    with, and whether it is an error (sent whole, never planned).
 
     The one rule both servers (loopback and transport) follow: the dialect's refusal of
     the body first (`request_fault`, `embedding_fault`), then the script's status or
     provider-error fault (`error_answer`), else the dialect's rendering of the script
     (`render`, streamed when the request asks for it) or of the embeddings.
+
+    A rerank request goes the same way: refused by `rerank_fault`, answered by
+    `render_rerank`.
     """
-    stream = not embedding and dialect.request_wants_stream(method, path, payload)
-    refused = (
-        dialect.embedding_fault(payload)
-        if embedding
-        else dialect.request_fault(method, path, payload)
-    )
+    stream = kind == "generation" and dialect.request_wants_stream(method, path, payload)
+    if kind == "embedding":
+        refused = dialect.embedding_fault(payload)
+    elif kind == "rerank":
+        refused = dialect.rerank_fault(payload)
+    else:
+        refused = dialect.request_fault(method, path, payload)
     fault = refused or error_answer(script, stream=stream)
     if fault is not None:
         return dialect.render_error(fault), True
-    if embedding:
+    if kind == "embedding":
         return dialect.render_embeddings(payload), False
+    if kind == "rerank":
+        return dialect.render_rerank(payload), False
     return dialect.render(script, stream=stream), False
 
 

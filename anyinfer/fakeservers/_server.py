@@ -23,7 +23,7 @@ from types import TracebackType
 import httpx
 
 from ._bomb import bomb_rendered
-from ._plan import Action, Disconnect, Stall, Write, answer, plan
+from ._plan import Action, Disconnect, Stall, Write, answer, plan, request_kind
 from ._script import Fault, Rendered
 from ._source import RecordedRequest, Scripts, ScriptSource, parse_json_body
 from .dialects import Dialect, resolve_dialect
@@ -340,8 +340,8 @@ class FakeServer:
         if dialect.is_models(method, path):
             listing = dialect.models_response(self.models)
             return await self._send_whole(writer, listing, keep_alive=keep_alive)
-        embedding = dialect.is_embedding(method, path)
-        if not (embedding or dialect.is_generation(method, path)):
+        kind = request_kind(dialect, method, path)
+        if kind is None:
             exc = self._source.unexpected(
                 http_request, f"the {dialect.name} dialect does not serve it"
             )
@@ -358,7 +358,7 @@ class FakeServer:
                 Fault("status", status=500, message=str(exc), code="fakeservers_no_script")
             )
             return await self._send_whole(writer, error, keep_alive=keep_alive)
-        rendered, is_error = answer(dialect, script, method, path, payload, embedding=embedding)
+        rendered, is_error = answer(dialect, script, method, path, payload, kind=kind)
         if is_error:
             return await self._send_whole(writer, rendered, keep_alive=keep_alive)
         if script.fault is not None and script.fault.kind == "bomb":

@@ -10,7 +10,7 @@ import anyio.lowlevel
 import httpx
 
 from ._bomb import bomb_rendered
-from ._plan import Action, Disconnect, Stall, Write, answer, plan
+from ._plan import Action, Disconnect, Stall, Write, answer, plan, request_kind
 from ._source import RecordedRequest, Scripts, ScriptSource, parse_json_body
 from .dialects import Dialect, resolve_dialect
 
@@ -91,11 +91,11 @@ class FakeTransport(httpx.AsyncBaseTransport):
         if dialect.is_models(method, path):
             listing = dialect.models_response(self.models)
             return httpx.Response(listing.status, headers=listing.headers, content=listing.body)
-        embedding = dialect.is_embedding(method, path)
-        if not (embedding or dialect.is_generation(method, path)):
+        kind = request_kind(dialect, method, path)
+        if kind is None:
             raise self._source.unexpected(request, f"the {dialect.name} dialect does not serve it")
         script = self._source.next(request)
-        rendered, is_error = answer(dialect, script, method, path, payload, embedding=embedding)
+        rendered, is_error = answer(dialect, script, method, path, payload, kind=kind)
         if is_error:
             return httpx.Response(rendered.status, headers=rendered.headers, content=rendered.body)
         timeouts: Any = request.extensions.get("timeout") or {}

@@ -428,6 +428,27 @@ class Dialect(ABC):
         """
         return self.wants_stream(request_json)
 
+    def is_rerank(self, method: str, path: str) -> bool:
+        """Whether a request asks to rerank documents; by default no endpoint does.
+
+        The servers answer one with a script as they do an embedding request (its
+        `status`, `disconnect`, `malformed` and `stall` faults apply), rendering
+        `render_rerank` instead of the script's pieces.
+        """
+        return False
+
+    def rerank_fault(self, request_json: Any) -> Fault | None:
+        """The error the real server answers for a rerank body it refuses, or `None`."""
+        return None
+
+    def render_rerank(self, request_json: Any) -> Rendered:
+        """The successful answer to a rerank request (`is_rerank`).
+
+        Raises:
+            NotImplementedError: For a dialect whose protocol does not rerank.
+        """
+        raise NotImplementedError(f"the {self.name} dialect serves no reranking")
+
     # --- helpers for subclasses ----------------------------------------------------
 
     def with_keepalives(self, frames: Sequence[Frame], before: Iterable[int]) -> tuple[Frame, ...]:
