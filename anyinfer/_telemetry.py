@@ -6,10 +6,16 @@ content begins, `UsageReported` as usage arrives and an `AttemptEnded`, and fina
 `RequestEnded` carrying usage, cost and outcome. Every event carries the caller's
 `metadata`.
 
-Privacy is the default: prompt text, response text and tool-call arguments travel only
-to observers subscribed with `payloads=True`. Everyone else receives the same events with
-those fields set to `None`. Whatever an observer receives has been through redaction, so
-a registered secret never reaches one.
+The unary operations, `embed()` and `rerank()`, have their own three events, shared by
+both: one `OperationStarted`, a `BatchAttemptEnded` per attempt of each batch (its
+target, batch index, input count, outcome, error, timing, usage and cost), and one
+`OperationEnded`. Their `operation` field says which (`"embeddings"` or `"rerank"`).
+
+Privacy is the default: prompt text, response text, tool-call arguments, the texts to
+embed and a rerank's query and documents travel only to observers subscribed with
+`payloads=True`. Everyone else receives the same events with those fields set to `None`.
+Vectors and ranked documents' text are never in an event. Whatever an observer receives
+has been through redaction, so a registered secret never reaches one.
 
 An observer that raises is contained: the error is logged once per observer and error
 type on the `anyinfer` logger, and the request carries on.
@@ -20,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from ._messages import AudioContent, ContentPart, DocumentContent, Message, TextContent
 from ._observers import Telemetry  # the hub, kept apart: see its module
@@ -30,10 +36,14 @@ from ._types import ErrorInfo, FinishReason, Outcome, ResolvedTarget, Timing, To
 __all__ = [
     "AttemptEnded",
     "AttemptStarted",
+    "BatchAttemptEnded",
     "FirstToken",
     "Observer",
+    "OperationEnded",
+    "OperationStarted",
     "RequestEnded",
     "RequestStarted",
+    "UnaryOperation",
     "Telemetry",
     "TelemetryEvent",
     "UsageReported",
@@ -181,8 +191,120 @@ class RequestEnded(_Event):
     tool_calls: tuple[ToolCall, ...] | None = None
 
 
+UnaryOperation = Literal["embeddings", "rerank"]
+"""Which unary operation an event is about, named as the OpenTelemetry GenAI conventions
+name the operation (`gen_ai.operation.name`; they have no name for reranking)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperationStarted(_Event):
+    """An `embed()` or `rerank()` call passed its checks and is about to be sent.
+
+    Carries `request_id` and `metadata`, as every event does, and:
+
+    Attributes:
+        operation: `"embeddings"` or `"rerank"`.
+        targets: The route's resolved targets, in fallback order.
+        input_count: Texts to embed, or documents to rank.
+        batch_count: Requests the inputs were split into.
+        dimensions: The dimensions asked for (embeddings), when asked.
+        encoding: How vectors travel on the wire (embeddings).
+        input_type: What the texts are for (embeddings), when given.
+        top_n: How many documents to return (rerank), when limited.
+        texts: The texts to embed, or the documents to rank; payload observers only.
+        query: The rerank query; payload observers only.
+    """
+
+    operation: UnaryOperation
+    targets: tuple[ResolvedTarget, ...] = ()
+    input_count: int = 0
+    batch_count: int = 0
+    dimensions: int | None = None
+    encoding: str | None = None
+    input_type: str | None = None
+    top_n: int | None = None
+    texts: tuple[str, ...] | None = None
+    query: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchAttemptEnded(_AttemptEvent):
+    """One attempt of one batch of an `embed()` or `rerank()` call finished.
+
+    Batches run concurrently, so attempts of different batches interleave; `batch` and
+    `attempt` say which this is. Carries `request_id`, `metadata` and `target`, as every
+    attempt event does, and:
+
+    Attributes:
+        operation: `"embeddings"` or `"rerank"`.
+        batch: 0-based index of the batch, in input order.
+        attempt: 1-based attempt number within the batch.
+        input_count: Inputs (or documents) in the batch.
+        outcome: How it ended (`"skipped_unhealthy"`: nothing was sent).
+        error: The redacted failure, for attempts that did not succeed.
+        timing: Its measured timing (`total_ms`), when it was sent.
+        usage: What the provider reported, for a successful attempt.
+        cost_usd: The attempt's cost, when it succeeded and pricing is known.
+        search_units: Billed search units (rerank, where the provider bills by them).
+    """
+
+    operation: UnaryOperation
+    batch: int
+    attempt: int
+    input_count: int
+    outcome: Outcome
+    error: ErrorInfo | None = None
+    timing: Timing | None = None
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: Decimal | None = None
+    search_units: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperationEnded(_Event):
+    """An `embed()` or `rerank()` call finished: its last event.
+
+    Carries `request_id` and `metadata`, as every event does, and:
+
+    Attributes:
+        operation: `"embeddings"` or `"rerank"`.
+        ok: Whether it produced a result.
+        target: The target that served the first batch; `None` on failure.
+        input_count: Texts embedded, or documents ranked.
+        batch_count: Requests the inputs were split into.
+        usage: The result's usage, summed over batches (`Usage()` on failure).
+        cost_usd: The call's cost, when pricing is known.
+        timing: The whole call's timing, on success.
+        error: The redacted failure, when `ok` is false.
+        dimensions: The vectors' length (embeddings), on success.
+        result_count: Documents returned (rerank), on success.
+        search_units: Billed search units (rerank), where the provider bills by them.
+    """
+
+    operation: UnaryOperation
+    ok: bool
+    target: ResolvedTarget | None = None
+    input_count: int = 0
+    batch_count: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: Decimal | None = None
+    timing: Timing | None = None
+    error: ErrorInfo | None = None
+    dimensions: int | None = None
+    result_count: int | None = None
+    search_units: int | None = None
+
+
 TelemetryEvent: TypeAlias = (
-    RequestStarted | AttemptStarted | FirstToken | UsageReported | AttemptEnded | RequestEnded
+    RequestStarted
+    | AttemptStarted
+    | FirstToken
+    | UsageReported
+    | AttemptEnded
+    | RequestEnded
+    | OperationStarted
+    | BatchAttemptEnded
+    | OperationEnded
 )
 """Any telemetry event."""
 
@@ -270,6 +392,13 @@ def with_payloads(event: TelemetryEvent) -> TelemetryEvent:
             if event.tool_calls is None
             else tuple(_redact_call(c) for c in event.tool_calls),
         )
+    if isinstance(event, OperationStarted):
+        return replace(
+            event,
+            metadata=_redact_metadata(event.metadata),
+            texts=None if event.texts is None else tuple(map(redact, event.texts)),
+            query=None if event.query is None else redact(event.query),
+        )
     return replace(event, metadata=_redact_metadata(event.metadata))
 
 
@@ -279,4 +408,6 @@ def without_payloads(event: TelemetryEvent) -> TelemetryEvent:
         return replace(event, metadata=_redact_metadata(event.metadata), messages=None)
     if isinstance(event, RequestEnded):
         return replace(event, metadata=_redact_metadata(event.metadata), text=None, tool_calls=None)
+    if isinstance(event, OperationStarted):
+        return replace(event, metadata=_redact_metadata(event.metadata), texts=None, query=None)
     return replace(event, metadata=_redact_metadata(event.metadata))

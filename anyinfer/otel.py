@@ -15,8 +15,22 @@ span events. Metrics: `gen_ai.client.token.usage` (per token type),
 `gen_ai.client.operation.duration` and, for streams,
 `gen_ai.client.operation.time_to_first_chunk`.
 
-The observer never records prompt or response text, whether or not it is subscribed with
-payloads.
+`embed()` calls follow the conventions' client embeddings page: one client span named
+`embeddings {model}` (the model asked for) with `gen_ai.operation.name = "embeddings"`,
+`gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.response.model`,
+`gen_ai.embeddings.dimension.count` (when `dimensions` was asked),
+`gen_ai.request.encoding_formats`, `gen_ai.usage.input_tokens` and, on failure,
+`error.type`; the metrics are the embeddings' own, `gen_ai.client.embeddings.duration`
+and `gen_ai.client.embeddings.operation.input_tokens` (the conventions moved embeddings
+off `gen_ai.client.operation.duration` and `gen_ai.client.token.usage`). The
+conventions name no rerank operation, so a `rerank()` call is a client span named
+`rerank {model}` with `gen_ai.operation.name = "rerank"` (a custom value, as they allow)
+and the same request, response and usage attributes, plus `anyinfer.search_units`;
+it records no metric. For both, failed attempts are `anyinfer.attempt_failed` span
+events carrying the batch index, and the cost is `anyinfer.cost_usd`.
+
+The observer never records prompt or response text, the texts embedded or a rerank's
+query and documents, whether or not it is subscribed with payloads.
 """
 
 from __future__ import annotations
@@ -30,7 +44,10 @@ from ._errors import ConfigError
 from ._telemetry import (
     AttemptEnded,
     AttemptStarted,
+    BatchAttemptEnded,
     FirstToken,
+    OperationEnded,
+    OperationStarted,
     RequestEnded,
     RequestStarted,
     TelemetryEvent,
@@ -162,6 +179,20 @@ class OpenTelemetryObserver:
             "Time to receive the first chunk of a streamed response.",
             _DURATION_BUCKETS,
         )
+        self._embed_duration = _histogram(
+            meter,
+            "gen_ai.client.embeddings.duration",
+            "s",
+            "GenAI client embeddings operation duration.",
+            _DURATION_BUCKETS,
+        )
+        self._embed_tokens = _histogram(
+            meter,
+            "gen_ai.client.embeddings.operation.input_tokens",
+            "{token}",
+            "The number of input tokens used per embeddings operation.",
+            _TOKEN_BUCKETS,
+        )
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}
 
@@ -177,6 +208,94 @@ class OpenTelemetryObserver:
             self._attempt_ended(event)
         elif isinstance(event, RequestEnded):
             self._end(event)
+        elif isinstance(event, OperationStarted):
+            self._unary_start(event)
+        elif isinstance(event, BatchAttemptEnded):
+            self._unary_attempt(event)
+        elif isinstance(event, OperationEnded):
+            self._unary_end(event)
+
+    # --- embed() and rerank() ------------------------------------------------------
+
+    def _unary_start(self, event: OperationStarted) -> None:
+        # The conventions want operation, provider and model at span creation (they
+        # matter to sampling): the first target is the one every batch asks first.
+        first = event.targets[0] if event.targets else None
+        operation = event.operation
+        attributes: dict[str, Any] = {"gen_ai.operation.name": operation}
+        if first is not None:
+            attributes["gen_ai.provider.name"] = _provider_name(first)
+            attributes["gen_ai.request.model"] = first.model
+        if event.dimensions is not None:
+            attributes["gen_ai.embeddings.dimension.count"] = event.dimensions
+        if event.encoding is not None:
+            attributes["gen_ai.request.encoding_formats"] = [event.encoding]
+        name = f"{operation} {first.model}" if first is not None else operation
+        span = self._tracer.start_span(
+            name, kind=self._trace.SpanKind.CLIENT, attributes=attributes
+        )
+        flight = _Flight(
+            span,
+            time.monotonic(),
+            False,
+            first.model if first is not None else None,
+            _provider_name(first) if first is not None else None,
+        )
+        with self._lock:
+            self._flights[event.request_id] = flight
+
+    def _unary_attempt(self, event: BatchAttemptEnded) -> None:
+        flight = self._flight(event.request_id)
+        if flight is None or event.outcome == "ok":
+            return
+        attributes: dict[str, Any] = {
+            "anyinfer.target": str(event.target),
+            "anyinfer.outcome": event.outcome,
+            "anyinfer.batch": event.batch,
+        }
+        if event.error is not None:
+            attributes["error.type"] = event.error.type_name
+            if event.error.http_status is not None:
+                attributes["http.response.status_code"] = event.error.http_status
+        flight.span.add_event("anyinfer.attempt_failed", attributes)
+
+    def _unary_end(self, event: OperationEnded) -> None:
+        with self._lock:
+            flight = self._flights.pop(event.request_id, None)
+        if flight is None:
+            return
+        span = flight.span
+        target = event.target
+        if target is not None:
+            span.set_attribute("gen_ai.provider.name", _provider_name(target))
+            span.set_attribute("gen_ai.response.model", target.model)
+        usage = event.usage
+        if usage.input_tokens is not None:
+            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+        if event.search_units is not None:
+            span.set_attribute("anyinfer.search_units", event.search_units)
+        if event.cost_usd is not None:
+            span.set_attribute("anyinfer.cost_usd", float(event.cost_usd))
+        error_type = None
+        if not event.ok:
+            error_type = event.error.type_name if event.error is not None else "_OTHER"
+            span.set_attribute("error.type", error_type)
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error_type))
+        if event.operation == "embeddings":
+            attributes: dict[str, Any] = {"gen_ai.operation.name": event.operation}
+            provider = _provider_name(target) if target is not None else flight.provider
+            if provider:
+                attributes["gen_ai.provider.name"] = provider
+            if flight.request_model:
+                attributes["gen_ai.request.model"] = flight.request_model
+            if target is not None:
+                attributes["gen_ai.response.model"] = target.model
+            if error_type is not None:
+                attributes["error.type"] = error_type
+            self._embed_duration.record(time.monotonic() - flight.started, attributes)
+            if usage.input_tokens is not None:
+                self._embed_tokens.record(usage.input_tokens, attributes)
+        span.end()
 
     def _start(self, event: RequestStarted) -> None:
         # The first target names the span until an attempt says which model it asked;

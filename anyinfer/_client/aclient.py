@@ -681,6 +681,7 @@ class AsyncClient:
         same_vector_space: bool = False,
         timeout_s: float | None = None,
         provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Embeddings:
         """Embed texts: one vector per input, in input order.
 
@@ -707,13 +708,16 @@ class AsyncClient:
                 the same space, whatever its model name.
             timeout_s: Per-request timeout, for each batch's attempts.
             provider_options: Extra body fields per provider id, merged last.
+            metadata: Caller metadata for telemetry (never sent).
 
         Returns:
             The `Embeddings`.
 
         Raises:
-            ConfigError: For an invalid call, a target that does not embed, or a route
-                mixing vector spaces.
+            ConfigError: For an invalid call, a target that does not embed, a route
+                mixing vector spaces, or a call the model's known capabilities say
+                cannot succeed (dimensions it does not offer, an input over its token
+                limit).
             AllTargetsFailedError: A batch found no target that answered.
         """
         call = call_keywords(locals(), "target", "route")
@@ -721,7 +725,14 @@ class AsyncClient:
 
         chosen = self._route_for(target, route)
         targets = tuple(self.resolve(t) for t in chosen.targets)
-        return await EmbedRunner(self._targets, self._breakers).embed(chosen, targets, **call)
+        runner = EmbedRunner(
+            self._targets,
+            self._breakers,
+            self._telemetry,
+            estimator=self._estimator,
+            context_gate=self._context_gate,
+        )
+        return await runner.embed(chosen, targets, **call)
 
     async def rerank(
         self,
@@ -736,6 +747,7 @@ class AsyncClient:
         same_model: bool = False,
         timeout_s: float | None = None,
         provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Reranking:
         """Rank documents by relevance to a query, best first.
 
@@ -761,6 +773,7 @@ class AsyncClient:
                 whatever its name, so their scores are comparable.
             timeout_s: Per-request timeout, for each request's attempts.
             provider_options: Extra body fields per provider id, merged last.
+            metadata: Caller metadata for telemetry (never sent).
 
         Returns:
             The `Reranking`.
@@ -775,7 +788,8 @@ class AsyncClient:
 
         chosen = self._route_for(target, route)
         targets = tuple(self.resolve(t) for t in chosen.targets)
-        return await RerankRunner(self._targets, self._breakers).rerank(chosen, targets, **call)
+        runner = RerankRunner(self._targets, self._breakers, self._telemetry)
+        return await runner.rerank(chosen, targets, **call)
 
     async def _tool_round(self, messages: MessagesInput, **kwargs: Any) -> Generation:
         """One `run_tools` round: `generate()` (same arguments), keeping the raw payload

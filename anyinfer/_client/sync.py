@@ -264,6 +264,7 @@ class Client:
         same_vector_space: bool = False,
         timeout_s: float | None = None,
         provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Embeddings:
         """Embed texts, one vector per input in input order. See `AsyncClient.embed`."""
         return self._call(self._async.embed(**call_keywords(locals())))
@@ -281,6 +282,7 @@ class Client:
         same_model: bool = False,
         timeout_s: float | None = None,
         provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Reranking:
         """Rank documents by relevance to a query, best first. See `AsyncClient.rerank`."""
         return self._call(self._async.rerank(**call_keywords(locals())))

@@ -15,6 +15,12 @@ applied after the merge; each request asks for at most `top_n` itself, since the
 result points into the caller's documents. Usage and search units are summed over the
 requests. A failed request stops the call (`_route.all_or_nothing`): a partial ranking
 is never returned.
+
+Telemetry and pricing are the embed runner's (`_observe`, `_route.priced`): an observed
+call reports `OperationStarted` (operation `"rerank"`; the query and documents reach
+payload observers only), a `BatchAttemptEnded` per attempt of each request and
+`OperationEnded`; each request is priced at the target that served it, by search units
+where the model is billed by them (Cohere), else by input tokens.
 """
 
 from __future__ import annotations
@@ -27,17 +33,21 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._client.validate import need_int, need_number
-from .._errors import ConfigError, ProtocolError
+from .._errors import AnyInferError, ConfigError, ProtocolError
 from .._types import AttemptRecord, ResolvedTarget, Timing
+from ._observe import Billed, check_metadata, reporter, unary_instrument
 from ._route import all_or_nothing, ms_since, priced, refuse_mixed_models, timed, walk
 from ._runner import _summed, split_batches
 from ._types import RankedDocument, Reranking, RerankReply, RerankRequest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._adapters.base import Adapter
     from .._client.health import Breakers
     from .._client.route import Route
     from .._client.targets import Targets
+    from .._observers import Telemetry
 
 __all__ = ["DEFAULT_CONCURRENCY", "RerankRunner", "check_reply", "merge"]
 
@@ -141,13 +151,17 @@ class RerankRunner:
     Args:
         targets: Adapters, profiles and pricing.
         breakers: The client's circuit breakers (shared with generation).
+        telemetry: The client's observer hub (`None`: no telemetry).
     """
 
-    __slots__ = ("_breakers", "_targets")
+    __slots__ = ("_breakers", "_targets", "_telemetry")
 
-    def __init__(self, targets: Targets, breakers: Breakers) -> None:
+    def __init__(
+        self, targets: Targets, breakers: Breakers, telemetry: Telemetry | None = None
+    ) -> None:
         self._targets = targets
         self._breakers = breakers
+        self._telemetry = telemetry
 
     async def rerank(
         self,
@@ -162,6 +176,7 @@ class RerankRunner:
         same_model: bool = False,
         timeout_s: float | None = None,
         provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Reranking:
         """Check a `rerank()` call (see `AsyncClient.rerank`), then `run` it.
 
@@ -174,6 +189,7 @@ class RerankRunner:
         if not query.strip():
             raise ConfigError("rerank(): query must not be empty")
         docs = _documents(documents)
+        meta = check_metadata(metadata)
         for name, value in (
             ("top_n", top_n),
             ("batch_size", batch_size),
@@ -210,6 +226,7 @@ class RerankRunner:
             batch_size=batch_size,
             concurrency=concurrency or DEFAULT_CONCURRENCY,
             provider_options=provider_options or {},
+            metadata=meta,
         )
 
     async def run(
@@ -221,6 +238,7 @@ class RerankRunner:
         batch_size: int | None,
         concurrency: int,
         provider_options: Mapping[str, Mapping[str, Any]],
+        metadata: Mapping[str, str] | None = None,
     ) -> Reranking:
         """Rank `base.documents` over `route`: requests, each routed, merged by score.
 
@@ -233,6 +251,8 @@ class RerankRunner:
         size = batch_size or min(self._max_documents(t) for t in targets)
         spans = split_batches(len(docs), size)
         trail: list[AttemptRecord] = []
+        tel = unary_instrument(self._telemetry, metadata or {}, "rerank")
+        tel.started(targets, texts=docs, batch_count=len(spans), top_n=base.top_n, query=base.query)
         started = time.monotonic()
 
         def request_for(span: range) -> RerankRequest:
@@ -240,11 +260,33 @@ class RerankRunner:
             return replace(base, documents=docs[span.start : span.stop], top_n=top_n)
 
         calls = [
-            partial(self._route_request, route, targets, request_for(s), provider_options, trail)
-            for s in spans
+            partial(
+                self._route_request,
+                route,
+                targets,
+                request_for(s),
+                provider_options,
+                trail,
+                reporter(tel, self._targets, batch=i, input_count=len(s)),
+            )
+            for i, s in enumerate(spans)
         ]
-        results = await all_or_nothing(calls, concurrency, trail)
-        return self._assemble(results, spans, base, started, trail)
+        try:
+            results = await all_or_nothing(calls, concurrency, trail)
+            result = self._assemble(results, spans, base, started, trail)
+        except AnyInferError as exc:
+            tel.failed(exc, input_count=len(docs), batch_count=len(spans))
+            raise
+        tel.ended(
+            target=result.target,
+            usage=result.usage,
+            timing=result.timing,
+            input_count=len(docs),
+            batch_count=len(spans),
+            result_count=len(result.results),
+            search_units=result.search_units,
+        )
+        return result
 
     def _class_of(self, target: ResolvedTarget) -> type[Adapter]:
         """The adapter class serving `target` (nothing is built or resolved)."""
@@ -261,6 +303,7 @@ class RerankRunner:
         base: RerankRequest,
         provider_options: Mapping[str, Mapping[str, Any]],
         trail: list[AttemptRecord],
+        report: Callable[[AttemptRecord, Billed | None], None] | None = None,
     ) -> tuple[RerankReply, ResolvedTarget]:
         """One request's walk over the route (`_route.walk`)."""
 
@@ -274,7 +317,9 @@ class RerankRunner:
             check_reply(reply, request, target)
             return reply
 
-        return await walk(route, targets, self._breakers, attempt, trail, what="rerank()")
+        return await walk(
+            route, targets, self._breakers, attempt, trail, what="rerank()", on_record=report
+        )
 
     def _assemble(
         self,
@@ -294,8 +339,8 @@ class RerankRunner:
                 phases[name] = phases.get(name, 0.0) + ms
         usages = [reply.usage for reply, _ in results]
         served = [target for _, target in results]
-        usage = priced(self._targets, _summed(usages), served, usages)
         units = [reply.search_units for reply, _ in results]
+        usage = priced(self._targets, _summed(usages), served, usages, units)
         ranked = merge(
             [(span.start, reply) for span, (reply, _) in zip(spans, results, strict=True)],
             base.documents,

@@ -32,6 +32,8 @@ from .._errors import AllTargetsFailedError, AnyInferError, ConfigError, Provide
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
 
 if TYPE_CHECKING:
+    from decimal import Decimal
+
     from .._client.health import Breakers
     from .._client.route import Route
     from .._client.targets import Targets
@@ -43,6 +45,7 @@ __all__ = [
     "ms_since",
     "priced",
     "refuse_mixed_models",
+    "request_cost",
     "sealed",
     "timed",
     "walk",
@@ -67,6 +70,7 @@ async def walk(
     trail: list[AttemptRecord],
     *,
     what: str,
+    on_record: Callable[[AttemptRecord, R | None], None] | None = None,
 ) -> tuple[R, ResolvedTarget]:
     """Try `attempt` on each target of `route` in order, until one answers.
 
@@ -78,6 +82,9 @@ async def walk(
             raises an `AnyInferError` for a failure the route decides on.
         trail: Receives every attempt, in the order they end.
         what: The operation's name for the error message (`"embed()"`).
+        on_record: Called with each record as it joins `trail`, and the reply for the
+            `"ok"` one (`None` for the others): the call's telemetry. Runners pass it
+            only when the call is observed.
 
     Returns:
         The first reply and the target that gave it.
@@ -88,11 +95,16 @@ async def walk(
     """
     from .._client.attempt import _counts_against_health
 
+    def note(record: AttemptRecord, reply: R | None = None) -> None:
+        trail.append(record)
+        if on_record is not None:
+            on_record(record, reply)
+
     threshold, cooldown = route.breaker_threshold, route.breaker_cooldown_s
     for target in targets:
         key = str(target)
         if not breakers.allow(key, threshold, cooldown):
-            trail.append(AttemptRecord(target, "skipped_unhealthy"))
+            note(AttemptRecord(target, "skipped_unhealthy"))
             continue
         retries = 0
         while True:
@@ -110,12 +122,12 @@ async def walk(
                     delay = route.retry.delay(retries + 1, exc)
                     if delay is not None:
                         retries += 1
-                        trail.append(AttemptRecord(target, "retried", exc.to_info(), timing))
+                        note(AttemptRecord(target, "retried", exc.to_info(), timing))
                         await asyncio.sleep(delay)
                         if breakers.allow(key, threshold, cooldown):
                             continue
                         break
-                trail.append(AttemptRecord(target, "failed", exc.to_info(), timing))
+                note(AttemptRecord(target, "failed", exc.to_info(), timing))
                 if decision == "raise":
                     raise
                 break
@@ -125,7 +137,7 @@ async def walk(
             breakers.success(key)
             phases = reply.phases
             timing = Timing(start, total_ms=ms_since(start), phases=dict(phases))
-            trail.append(AttemptRecord(target, "ok", None, timing))
+            note(AttemptRecord(target, "ok", None, timing), reply)
             return reply, target
     raise exhausted(trail, len(targets), what)
 
@@ -243,26 +255,47 @@ async def all_or_nothing(
     return [task.result() for task in tasks]
 
 
-def priced(
-    targets: Targets, usage: Usage, served: Sequence[ResolvedTarget], usages: Sequence[Usage]
-) -> Usage:
-    """`usage` with `cost_usd`: each request's usage priced at the target that served
-    it, by its input tokens (embedding and rerank models generate none, so output
-    counts as 0); unchanged when any request's cost is unknown."""
-    from decimal import Decimal
-
+def request_cost(
+    targets: Targets, target: ResolvedTarget, usage: Usage, search_units: int | None = None
+) -> Decimal | None:
+    """One request's cost at the target that served it (`PricingTable.unary_cost`: its
+    input tokens, or its search units for a model billed by them), or `None` when its
+    usage or the model's price is unknown."""
     from .._adapters.profile import UsageConvention
 
+    return targets.pricing.unary_cost(
+        usage,
+        target.provider_id,
+        target.model,
+        search_units=search_units,
+        convention=targets.profile(target.provider_id).usage or UsageConvention(),
+    )
+
+
+def priced(
+    targets: Targets,
+    usage: Usage,
+    served: Sequence[ResolvedTarget],
+    usages: Sequence[Usage],
+    search_units: Sequence[int | None] | None = None,
+) -> Usage:
+    """`usage` with `cost_usd`: each request priced at the target that served it
+    (`request_cost`); unchanged when any request's cost is unknown.
+
+    Args:
+        targets: The client's targets (pricing and adapter profiles).
+        usage: The call's summed usage.
+        served: The target that served each request, in request order.
+        usages: Each request's usage, in the same order.
+        search_units: Each request's billed search units, where the provider reports
+            them (rerank).
+    """
+    from decimal import Decimal
+
+    units = search_units if search_units is not None else [None] * len(usages)
     total = Decimal(0)
-    for target, one in zip(served, usages, strict=True):
-        if one.input_tokens is None:
-            return usage
-        cost = targets.pricing.cost(
-            replace(one, output_tokens=0),
-            target.provider_id,
-            target.model,
-            convention=targets.profile(target.provider_id).usage or UsageConvention(),
-        )
+    for target, one, unit in zip(served, usages, units, strict=True):
+        cost = request_cost(targets, target, one, unit)
         if cost is None:
             return usage
         total += cost

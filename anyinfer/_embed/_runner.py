@@ -13,36 +13,58 @@ Before anything is sent, `check_vector_space` refuses a route whose targets cann
 proven to produce vectors of one space: vectors of different models are not comparable,
 so a fallback to another model would silently corrupt an index.
 
-Inputs are cut into batches of at most the adapter's `embed_max_batch` (or the call's
-`batch_size`), sent concurrently up to `concurrency` at once, and put back in input
-order; usage is summed over the batches. A failed batch cancels the others and raises:
-a partial result is never returned.
+Before anything is sent, too, `check_capabilities` reads the model's known capabilities
+(catalog < discovery < probe < overrides, as for generation) and refuses a call they say
+cannot succeed: `dimensions` the model does not offer, or an input whose estimated
+tokens (the floor of the client's estimator, as the context gate reads it) exceed the
+model's per-input limit. What is unknown never refuses.
+
+Inputs are cut into batches of at most the adapter's `embed_max_batch`, the model's known
+`embed_max_batch` and the call's `batch_size`, whichever is smallest, sent concurrently
+up to `concurrency` at once, and put back in input order; usage is summed over the
+batches. A failed batch cancels the others and raises: a partial result is never
+returned.
+
+Telemetry (`_observe`): an observed call reports `OperationStarted`, a
+`BatchAttemptEnded` per attempt of each batch (with its usage and cost when it
+succeeded), and `OperationEnded`; an unobserved call builds none of them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._adapters.profile import UsageConvention
 from .._client.validate import need_int, need_number
-from .._errors import ConfigError, ProtocolError
+from .._errors import AnyInferError, ConfigError, ProtocolError
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
-from ._route import ms_since, sealed, timed, walk
+from ._observe import Billed, check_metadata, reporter, unary_instrument
+from ._route import all_or_nothing, ms_since, priced, timed, walk
 from ._types import Embeddings, EmbedEncoding, EmbedReply, EmbedRequest
 
 if TYPE_CHECKING:
     from array import array
+    from collections.abc import Callable
 
     from .._adapters.base import Adapter
     from .._client.health import Breakers
     from .._client.route import Route
     from .._client.targets import Targets
+    from .._knowledge.budget import TokenEstimator
+    from .._knowledge.capabilities import ModelCapabilities
+    from .._observers import Telemetry
 
-__all__ = ["DEFAULT_CONCURRENCY", "EmbedRunner", "check_vector_space", "split_batches"]
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "EmbedRunner",
+    "check_capabilities",
+    "check_vector_space",
+    "input_token_floor",
+    "split_batches",
+]
 
 DEFAULT_CONCURRENCY = 4
 """Batches of one `embed()` call in flight at once, unless the call says otherwise."""
@@ -96,19 +118,132 @@ def split_batches(count: int, size: int) -> list[range]:
     return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
 
+def input_token_floor(text: str, estimator: TokenEstimator | None, model: str) -> int:
+    """At least how many tokens `text` takes as one embedding input: an estimate.
+
+    The estimator is the one the context gate uses (the byte heuristic unless the
+    client was given another), asked about the text as one user message; what it adds
+    for chat framing (measured on an empty message) is taken off, since an embedding
+    input has none. For the byte heuristic that is the UTF-8 length / 8, a floor for
+    natural language; an exact estimator (tiktoken for OpenAI models) gives the count.
+    """
+    from .._knowledge.budget import ByteHeuristicEstimator
+    from .._messages import Message
+
+    est = estimator if estimator is not None else ByteHeuristicEstimator()
+    whole = est.estimate([Message.user(text)], model=model).floor
+    framing = est.estimate([Message.user("")], model=model).floor
+    return max(0, whole - framing)
+
+
+def _named(caps: ModelCapabilities, name: str) -> str:
+    """Where a capability fact came from, for an error message."""
+    return f"{name}, from the {caps.source(name)} layer"
+
+
+def check_capabilities(
+    target: ResolvedTarget,
+    caps: ModelCapabilities,
+    *,
+    texts: Sequence[str],
+    dimensions: int | None,
+    estimator: TokenEstimator | None,
+    gate_tokens: bool = True,
+) -> None:
+    """Refuse, before dispatch, an `embed()` call `caps` say cannot succeed on `target`.
+
+    Refused: `dimensions` when the model takes no `dimensions` parameter, is not among
+    its `embed_dimension_options`, or exceeds its `embed_max_dimensions`; an input whose
+    token floor (`input_token_floor`) exceeds `embed_max_input_tokens`. A capability
+    nobody knows never refuses.
+
+    Args:
+        target: The target the capabilities are about.
+        caps: Its model's assembled capabilities.
+        texts: The call's inputs.
+        dimensions: The dimensions asked for, if any.
+        estimator: The client's token estimator (the byte heuristic when `None`).
+        gate_tokens: Whether to check input lengths (the client's `context_gate`).
+
+    Raises:
+        ConfigError: Saying what was asked, what the model allows, and where that
+            fact came from.
+    """
+    where = f"embed(): {target}"
+    if dimensions is not None:
+        if caps.embed_dimensions_param is False:
+            native = (
+                f" (it always answers with {caps.embed_dimensions})"
+                if caps.embed_dimensions is not None
+                else ""
+            )
+            raise ConfigError(
+                f"{where} takes no dimensions parameter{native}; dimensions={dimensions} "
+                f"was asked ({_named(caps, 'embed_dimensions_param')}). Leave dimensions "
+                "unset for this model",
+                provider=target.provider,
+            )
+        options = caps.embed_dimension_options
+        if options is not None and dimensions not in options:
+            sizes = ", ".join(map(str, options))
+            raise ConfigError(
+                f"{where} offers dimensions {sizes}, not {dimensions} "
+                f"({_named(caps, 'embed_dimension_options')})",
+                provider=target.provider,
+            )
+        top = caps.embed_max_dimensions
+        if top is not None and dimensions > top:
+            raise ConfigError(
+                f"{where} produces at most {top} dimensions, not {dimensions} "
+                f"({_named(caps, 'embed_max_dimensions')})",
+                provider=target.provider,
+            )
+    limit = caps.embed_max_input_tokens
+    if limit is not None and gate_tokens:
+        for i, text in enumerate(texts):
+            # a token takes at least one byte, a character at most four: shorter texts
+            # cannot overflow, and most never need encoding to tell
+            if len(text) * 4 <= limit or len(text.encode("utf-8")) <= limit:
+                continue
+            floor = input_token_floor(text, estimator, target.model)
+            if floor > limit:
+                raise ConfigError(
+                    f"{where}: inputs[{i}] takes at least {floor} tokens (an estimate: the "
+                    f"token estimator's lower bound) but the model takes at most {limit} per "
+                    f"input ({_named(caps, 'embed_max_input_tokens')}); refused before "
+                    "sending. Split or shorten the input",
+                    provider=target.provider,
+                )
+
+
 class EmbedRunner:
     """Runs `embed()` calls over the client's adapters and breakers.
 
     Args:
-        targets: Adapters, profiles and pricing.
+        targets: Adapters, profiles, pricing and capabilities.
         breakers: The client's circuit breakers (shared with generation).
+        telemetry: The client's observer hub (`None`: no telemetry).
+        estimator: The client's token estimator, for the per-input token limit.
+        context_gate: Whether known token limits may refuse a call (the client's
+            `context_gate`).
     """
 
-    __slots__ = ("_breakers", "_targets")
+    __slots__ = ("_breakers", "_context_gate", "_estimator", "_targets", "_telemetry")
 
-    def __init__(self, targets: Targets, breakers: Breakers) -> None:
+    def __init__(
+        self,
+        targets: Targets,
+        breakers: Breakers,
+        telemetry: Telemetry | None = None,
+        *,
+        estimator: TokenEstimator | None = None,
+        context_gate: bool = True,
+    ) -> None:
         self._targets = targets
         self._breakers = breakers
+        self._telemetry = telemetry
+        self._estimator = estimator
+        self._context_gate = context_gate
 
     async def embed(
         self,
@@ -124,14 +259,17 @@ class EmbedRunner:
         same_vector_space: bool = False,
         timeout_s: float | None = None,
         provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Embeddings:
         """Check an `embed()` call (see `AsyncClient.embed`), then `run` it.
 
         Raises:
             ConfigError: Before anything is sent, for an invalid argument, a target
-                whose adapter does not embed, or a route mixing vector spaces.
+                whose adapter does not embed, a route mixing vector spaces, or a call
+                the model's known capabilities say cannot succeed.
         """
         texts = _texts(inputs)
+        meta = check_metadata(metadata)
         if dimensions is not None:
             need_int(dimensions, "dimensions")
             if dimensions <= 0:
@@ -159,6 +297,17 @@ class EmbedRunner:
                     "embeddings support in AnyInfer",
                     provider=t.provider,
                 )
+        # Every target embeds into one vector space (one model), so a model fact known
+        # for one target holds for the call: any target's known limits may refuse it.
+        for t in dict.fromkeys(targets):
+            check_capabilities(
+                t,
+                self._targets.capabilities(t),
+                texts=texts,
+                dimensions=dimensions,
+                estimator=self._estimator,
+                gate_tokens=self._context_gate,
+            )
         base = EmbedRequest(
             model=targets[0].model,
             inputs=texts,
@@ -174,6 +323,7 @@ class EmbedRunner:
             batch_size=batch_size,
             concurrency=concurrency or DEFAULT_CONCURRENCY,
             provider_options=provider_options or {},
+            metadata=meta,
         )
 
     async def run(
@@ -185,6 +335,7 @@ class EmbedRunner:
         batch_size: int | None,
         concurrency: int,
         provider_options: Mapping[str, Mapping[str, Any]],
+        metadata: Mapping[str, str] | None = None,
     ) -> Embeddings:
         """Embed `base.inputs` over `route`: batches, each routed, reassembled in order.
 
@@ -194,37 +345,48 @@ class EmbedRunner:
                 the embedding guarantees (`ProtocolError`).
         """
         inputs = base.inputs
-        size = batch_size or min(self._max_batch(t) for t in targets)
-        batches = split_batches(len(inputs), size)
+        size = min(self._max_batch(t) for t in targets)
+        if batch_size is not None:
+            size = min(size, batch_size)
+        spans = split_batches(len(inputs), size)
         trail: list[AttemptRecord] = []
-        gate = asyncio.Semaphore(concurrency)
+        tel = unary_instrument(self._telemetry, metadata or {}, "embeddings")
+        tel.started(
+            targets,
+            texts=inputs,
+            batch_count=len(spans),
+            dimensions=base.dimensions,
+            encoding=base.encoding,
+            input_type=base.input_type,
+        )
         started = time.monotonic()
-
-        failed = asyncio.Event()
-
-        async def one(span: range) -> tuple[EmbedReply, ResolvedTarget]:
-            async with gate:
-                if failed.is_set():  # another batch failed: the call is over, send nothing
-                    raise asyncio.CancelledError
-                request = replace(base, inputs=inputs[span.start : span.stop])
-                try:
-                    return await self._route_batch(route, targets, request, provider_options, trail)
-                except BaseException:
-                    failed.set()
-                    raise
-
-        tasks = [asyncio.ensure_future(one(span)) for span in batches]
+        calls = [
+            partial(
+                self._route_batch,
+                route,
+                targets,
+                replace(base, inputs=inputs[span.start : span.stop]),
+                provider_options,
+                trail,
+                reporter(tel, self._targets, batch=i, input_count=len(span)),
+            )
+            for i, span in enumerate(spans)
+        ]
         try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            for task in tasks:
-                if task.done() and not task.cancelled() and task.exception() is not None:
-                    raise sealed(task.exception(), trail)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        results = [task.result() for task in tasks]
-        return self._assemble(results, base, started, trail)
+            results = await all_or_nothing(calls, concurrency, trail)
+            result = self._assemble(results, base, started, trail)
+        except AnyInferError as exc:
+            tel.failed(exc, input_count=len(inputs), batch_count=len(spans))
+            raise
+        tel.ended(
+            target=result.target,
+            usage=result.usage,
+            timing=result.timing,
+            input_count=len(inputs),
+            batch_count=len(spans),
+            dimensions=result.dimensions,
+        )
+        return result
 
     def _class_of(self, target: ResolvedTarget) -> type[Adapter]:
         """The adapter class serving `target` (nothing is built or resolved)."""
@@ -232,7 +394,11 @@ class EmbedRunner:
         return self._targets.registry.adapter_class(settings.provider_id)
 
     def _max_batch(self, target: ResolvedTarget) -> int:
-        return max(1, int(self._class_of(target).embed_max_batch))
+        """The most inputs one request to `target` may carry: the adapter's limit, and
+        the model's known `embed_max_batch` when that is smaller."""
+        size = max(1, int(self._class_of(target).embed_max_batch))
+        known = self._targets.capabilities(target).embed_max_batch
+        return size if known is None else min(size, known)
 
     async def _route_batch(
         self,
@@ -241,6 +407,7 @@ class EmbedRunner:
         base: EmbedRequest,
         provider_options: Mapping[str, Mapping[str, Any]],
         trail: list[AttemptRecord],
+        report: Callable[[AttemptRecord, Billed | None], None] | None = None,
     ) -> tuple[EmbedReply, ResolvedTarget]:
         """One batch's walk over the route (`_route.walk`)."""
 
@@ -254,7 +421,9 @@ class EmbedRunner:
             _check_reply(reply, request, target)
             return reply
 
-        return await walk(route, targets, self._breakers, attempt, trail, what="embed()")
+        return await walk(
+            route, targets, self._breakers, attempt, trail, what="embed()", on_record=report
+        )
 
     def _assemble(
         self,
@@ -287,9 +456,8 @@ class EmbedRunner:
                 error.attempts = tuple(trail)
                 raise error
         first_target = results[0][1] if results else None
-        usage = _summed(usages)
-        if first_target is not None:
-            usage = self._priced(first_target, usage, [t for _, t in results], usages)
+        served = [t for _, t in results]
+        usage = priced(self._targets, _summed(usages), served, usages)
         timing = Timing(started, total_ms=ms_since(started), phases=phases)
         return Embeddings(
             vectors=tuple(vectors),
@@ -298,35 +466,9 @@ class EmbedRunner:
             usage=usage,
             timing=timing,
             attempts=tuple(trail),
-            batch_targets=tuple(t for _, t in results),
+            batch_targets=tuple(served),
             warnings=tuple(warnings),
         )
-
-    def _priced(
-        self,
-        first: ResolvedTarget,
-        usage: Usage,
-        served: list[ResolvedTarget],
-        usages: list[Usage],
-    ) -> Usage:
-        """`usage` with `cost_usd`: each batch priced at its target (embedding models
-        generate no tokens, so output counts as 0); unknown if any batch's is."""
-        from decimal import Decimal
-
-        total = Decimal(0)
-        for target, batch in zip(served, usages, strict=True):
-            if batch.input_tokens is None:
-                return usage
-            cost = self._targets.pricing.cost(
-                replace(batch, output_tokens=0),
-                target.provider_id,
-                target.model,
-                convention=self._targets.profile(target.provider_id).usage or UsageConvention(),
-            )
-            if cost is None:
-                return usage
-            total += cost
-        return replace(usage, cost_usd=total)
 
 
 def _check_reply(reply: EmbedReply, request: EmbedRequest, target: ResolvedTarget) -> None:

@@ -1,7 +1,9 @@
 """Model capabilities, assembled in layers with per-field provenance.
 
 What a model can do — its context window, output cap, whether it takes tools, images,
-documents, audio or a JSON Schema — is known from several places of different strength.
+documents, audio or a JSON Schema; for an embedding model, the dimensions it can produce,
+how many inputs one request takes, how long an input may be and which input types it
+knows — is known from several places of different strength.
 `CapabilityStore` keeps one layer per source and assembles them field by field, weakest first:
 
 1. ``catalog`` — the bundled (or a custom) catalog, plus context windows a pricing table
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAPABILITY_FIELDS",
+    "EMBEDDING_FIELDS",
     "PROVENANCE_ORDER",
     "TRUSTED_PROVENANCES",
     "CapabilityStore",
@@ -72,8 +75,64 @@ _BOOL_FIELDS = (
     "audio",
     "streaming_usage",
 )
-CAPABILITY_FIELDS: tuple[str, ...] = _INT_FIELDS + _BOOL_FIELDS
+EMBEDDING_FIELDS: tuple[str, ...] = (
+    "embed_dimensions",
+    "embed_dimensions_param",
+    "embed_dimension_options",
+    "embed_max_dimensions",
+    "embed_max_batch",
+    "embed_max_input_tokens",
+    "embed_input_types",
+)
+"""The embedding models' capability fields, in declaration order."""
+_POSITIVE_FIELDS = frozenset(
+    (
+        *_INT_FIELDS,
+        "embed_dimensions",
+        "embed_max_dimensions",
+        "embed_max_batch",
+        "embed_max_input_tokens",
+    )
+)
+_FLAG_FIELDS = frozenset((*_BOOL_FIELDS, "embed_dimensions_param"))
+_SIZES_FIELDS = frozenset({"embed_dimension_options"})
+_NAMES_FIELDS = frozenset({"embed_input_types"})
+CAPABILITY_FIELDS: tuple[str, ...] = _INT_FIELDS + _BOOL_FIELDS + EMBEDDING_FIELDS
 """The capability fields, in declaration order (`provenance` excluded)."""
+
+_KINDS = {
+    name: "a positive int"
+    if name in _POSITIVE_FIELDS
+    else "a bool"
+    if name in _FLAG_FIELDS
+    else "a tuple of positive ints"
+    if name in _SIZES_FIELDS
+    else "a tuple of non-empty strings"
+    for name in CAPABILITY_FIELDS
+}
+
+CapabilityValue = int | bool | tuple[int, ...] | tuple[str, ...]
+"""What one known capability field holds."""
+
+
+def _valid(name: str, value: Any) -> bool:
+    """Whether `value` is of the right shape for field `name` (`None` is not)."""
+    if name in _POSITIVE_FIELDS:
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+    if name in _FLAG_FIELDS:
+        return isinstance(value, bool)
+    if name in _SIZES_FIELDS:
+        return isinstance(value, tuple) and all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
+        )
+    return isinstance(value, tuple) and all(isinstance(v, str) and v for v in value)
+
+
+def _tupled(name: str, value: Any) -> Any:
+    """A JSON list for a tuple-valued field as a tuple (other values unchanged)."""
+    if (name in _SIZES_FIELDS or name in _NAMES_FIELDS) and isinstance(value, list):
+        return tuple(value)
+    return value
 
 
 def is_trusted(provenance: Provenance | None) -> bool:
@@ -132,6 +191,17 @@ class ModelCapabilities:
         documents: Accepts PDF documents in user messages (`DocumentContent`).
         audio: Accepts audio in user messages (`AudioContent`).
         streaming_usage: Reports token usage in streamed responses.
+        embed_dimensions: An embedding model's vector length when no `dimensions` is
+            asked for.
+        embed_dimensions_param: Whether `dimensions` may be passed at all (`False`: the
+            model always answers with `embed_dimensions` and refuses the parameter).
+        embed_dimension_options: The exact sizes `dimensions` may take, for models that
+            offer a fixed set (Matryoshka sizes).
+        embed_max_dimensions: `dimensions` may be any size up to this one.
+        embed_max_batch: The most inputs one embedding request may carry.
+        embed_max_input_tokens: The most tokens one input may have.
+        embed_input_types: The `input_type` values the model distinguishes (empty: it
+            takes none).
         provenance: Which layer supplied each known field, keyed by field name.
     """
 
@@ -147,19 +217,25 @@ class ModelCapabilities:
     documents: bool | None = None
     audio: bool | None = None
     streaming_usage: bool | None = None
+    embed_dimensions: int | None = None
+    embed_dimensions_param: bool | None = None
+    embed_dimension_options: tuple[int, ...] | None = None
+    embed_max_dimensions: int | None = None
+    embed_max_batch: int | None = None
+    embed_max_input_tokens: int | None = None
+    embed_input_types: tuple[str, ...] | None = None
     provenance: Mapping[str, Provenance] = field(default_factory=_FrozenMap)
 
     def __post_init__(self) -> None:
-        for name in _INT_FIELDS:
+        for name in CAPABILITY_FIELDS:
             value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value <= 0
-            ):
-                raise ConfigError(f"ModelCapabilities.{name} must be a positive int, got {value!r}")
-        for name in _BOOL_FIELDS:
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, bool):
-                raise ConfigError(f"ModelCapabilities.{name} must be a bool, got {value!r}")
+            if value is None:
+                continue
+            if isinstance(value, list):  # a JSON list, or a caller's list: kept as a tuple
+                value = _tupled(name, value)
+                object.__setattr__(self, name, value)
+            if not _valid(name, value):
+                raise ConfigError(f"ModelCapabilities.{name} must be {_KINDS[name]}, got {value!r}")
         for name, layer in self.provenance.items():
             if name not in CAPABILITY_FIELDS or layer not in PROVENANCE_ORDER:
                 raise ConfigError(f"bad provenance entry {name!r}: {layer!r}")
@@ -180,7 +256,7 @@ class ModelCapabilities:
             raise ConfigError(f"unknown capability field(s): {', '.join(sorted(unknown))}")
         return cls(**{k: data[k] for k in CAPABILITY_FIELDS if k in data})
 
-    def known(self) -> dict[str, int | bool]:
+    def known(self) -> dict[str, CapabilityValue]:
         """The known fields and their values."""
         return {
             name: value for name in CAPABILITY_FIELDS if (value := getattr(self, name)) is not None
@@ -246,12 +322,8 @@ def capabilities_from_discovery(discovered: Any) -> ModelCapabilities:
     for name in CAPABILITY_FIELDS:
         value = getattr(discovered, name, None) if name in _INT_FIELDS else None
         if value is None:
-            value = facts.get(name)
-        if name in _INT_FIELDS:
-            ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
-        else:
-            ok = isinstance(value, bool)
-        if ok:
+            value = _tupled(name, facts.get(name))
+        if value is not None and _valid(name, value):
             values[name] = value
     return ModelCapabilities(**values).at("discovery")
 

@@ -23,6 +23,12 @@ The result is exact. It is `None` — never a guess — when the model has no pr
 `input_tokens` or `output_tokens` is unknown, when cache or reasoning tokens were reported
 that the model has no price for, or when the figures contradict each other (more cached
 than total prompt tokens). Unreported cache and reasoning counts are taken as zero.
+
+Embedding and reranking calls (`ModelPrice.unary_cost`) generate nothing, so their cost
+is the input tokens at the input price — except for models billed per search unit
+(Cohere's rerank models: one query with up to 100 documents is one unit), which carry a
+`search_unit` price and are billed by the units the provider reported, tokens aside.
+In the JSON format that price is per 1,000 search units, as Cohere publishes it.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ DEFAULT_PRICING_URL = (
 licensed, and updated as providers change their prices."""
 
 _MILLION = Decimal(1_000_000)
+_THOUSAND = Decimal(1_000)
 _EXACT = Context(prec=60)
 _PRICE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
 
@@ -92,6 +99,11 @@ def _decimal(value: Any, what: str) -> Decimal:
 def _per_token(value: Any, what: str) -> Decimal:
     with localcontext(_EXACT):
         return _decimal(value, what) / _MILLION
+
+
+def _per_thousand(value: Any, what: str) -> Decimal:
+    with localcontext(_EXACT):
+        return _decimal(value, what) / _THOUSAND
 
 
 def _per_million(value: Decimal) -> str:
@@ -136,6 +148,8 @@ class ModelPrice:
         reasoning: Per reasoning token when billed differently from output; `None` means
             reasoning tokens are billed as output (they are part of `output_tokens`).
         tiers: Long-prompt tiers, ascending by threshold.
+        search_unit: Per search unit, for models billed by search units instead of
+            tokens (Cohere's rerank models); `None` for token-billed models.
     """
 
     input: Decimal
@@ -144,6 +158,7 @@ class ModelPrice:
     cache_write: Decimal | None = None
     reasoning: Decimal | None = None
     tiers: tuple[PriceTier, ...] = ()
+    search_unit: Decimal | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -189,6 +204,33 @@ class ModelPrice:
                 }
                 applied = replace(self, **changes, tiers=())
         return applied if applied is not self else replace(self, tiers=())
+
+    def unary_cost(
+        self,
+        usage: Usage,
+        search_units: int | None = None,
+        convention: UsageConvention | None = None,
+    ) -> Decimal | None:
+        """The exact cost of one embedding or rerank request, or `None` when unknown.
+
+        A model with a `search_unit` price costs `search_units` of them (its tokens are
+        not billed); `None` when the provider reported no units. Any other model costs
+        its input tokens at the input price (nothing is generated, so a missing
+        `output_tokens` counts as 0); `None` when `input_tokens` is unknown.
+
+        Args:
+            usage: The request's usage, as the adapter reports it.
+            search_units: Billed search units, where the provider reports them.
+            convention: How the adapter counts usage; OpenAI-style by default.
+        """
+        if self.search_unit is not None:
+            if search_units is None or search_units < 0:
+                return None
+            with localcontext(_EXACT):
+                return search_units * self.search_unit
+        if usage.input_tokens is None:
+            return None
+        return self.cost(replace(usage, output_tokens=usage.output_tokens or 0), convention)
 
     def cost(self, usage: Usage, convention: UsageConvention | None = None) -> Decimal | None:
         """The exact cost of one call, or `None` when it cannot be known.
@@ -571,6 +613,25 @@ class PricingTable:
         chosen = self._conventions.get(pid) or convention or _profile_convention(pid)
         return price.cost(usage, chosen)
 
+    def unary_cost(
+        self,
+        usage: Usage,
+        provider_id: str,
+        model: str,
+        *,
+        search_units: int | None = None,
+        convention: UsageConvention | None = None,
+    ) -> Decimal | None:
+        """The exact cost of one embedding or rerank request (`ModelPrice.unary_cost`),
+        or `None` when it cannot be known. Arguments as for `cost`, plus the billed
+        `search_units` where the provider reports them."""
+        price = self.lookup(provider_id, model)
+        if price is None:
+            return None
+        pid = provider_id.strip().lower()
+        chosen = self._conventions.get(pid) or convention or _profile_convention(pid)
+        return price.unary_cost(usage, search_units, chosen)
+
     def merged(self, newer: PricingTable) -> PricingTable:
         """A table where `newer`'s entries win and this one's fill the gaps."""
         return PricingTable._from_entries(
@@ -621,7 +682,15 @@ def _entry_from_ours(provider: str, model: str, spec: Any) -> _Entry:
     where = f"pricing {provider}:{model}"
     if not isinstance(spec, Mapping):
         raise ConfigError(f"{where}: expected an object")
-    known = {*_PRICE_FIELDS, "aliases", "prefixes", "match", "tiers", "context_window"}
+    known = {
+        *_PRICE_FIELDS,
+        "aliases",
+        "prefixes",
+        "match",
+        "tiers",
+        "context_window",
+        "search_unit",
+    }
     unknown = set(spec) - known
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -653,6 +722,9 @@ def _entry_from_ours(provider: str, model: str, spec: Any) -> _Entry:
             if spec.get(name) is not None
         },
         tiers=tuple(tiers),
+        search_unit=None
+        if spec.get("search_unit") is None
+        else _per_thousand(spec["search_unit"], f"{where} search_unit"),
     )
     aliases = _names(spec.get("aliases"), f"{where} aliases")
     prefixes = _names(spec.get("prefixes"), f"{where} prefixes")
@@ -677,6 +749,9 @@ def _entry_to_ours(entry: _Entry) -> dict[str, Any]:
         value = getattr(price, name)
         if value is not None:
             spec[name] = _per_million(value)
+    if price.search_unit is not None:
+        with localcontext(_EXACT):
+            spec["search_unit"] = format((price.search_unit * _THOUSAND).normalize(), "f")
     if entry.aliases:
         spec["aliases"] = list(entry.aliases)
     if entry.match is not None:
