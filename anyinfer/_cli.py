@@ -398,6 +398,55 @@ def embed(
         click.echo(f"warning: {w}", err=True)
 
 
+@main.command()
+@click.argument("query")
+@click.argument("documents", nargs=-1)
+@click.option("-t", "--target", required=True, help='The reranking model, "provider:model".')
+@click.option("--top-n", type=click.IntRange(min=1), help="Print only the best N documents.")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Most documents per request.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@provider_options
+def rerank(
+    query: str,
+    documents: tuple[str, ...],
+    target: str,
+    top_n: int | None,
+    batch_size: int | None,
+    as_json: bool,
+    base_url: str | None,
+    api_key: str | None,
+    timeout: float | None,
+) -> None:
+    """Rank DOCUMENTS by relevance to QUERY with --target; without DOCUMENTS, each stdin
+    line is one.
+
+    Prints one line per document, best first: its index among the documents, its score
+    and its text, tab-separated; usage, search units and cost go to stderr.
+    """
+    docs = list(documents) or [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    if not docs:
+        raise click.ClickException("nothing to rerank: pass DOCUMENTS or lines on stdin")
+    with _provider_client(_target_provider(target), base_url, api_key, timeout) as (client, _):
+        result = client.rerank(query, docs, target=target, top_n=top_n, batch_size=batch_size)
+    if as_json:
+        _dump(result)
+        return
+    for item in result:
+        click.echo(f"{item.index}\t{item.score:.6g}\t{_one_line(item.document)}")
+    u = result.usage
+    bits = [f"[{result.target}]", f"{len(result)} of {len(docs)} documents"]
+    bits.append(f"{len(result.batch_targets)} request(s)")
+    if result.search_units is not None:
+        bits.append(f"{result.search_units} search unit(s)")
+    if u.input_tokens is not None:
+        bits.append(f"in {u.input_tokens} tokens")
+    bits.append(f"cost ${u.cost_usd}" if u.cost_usd is not None else "cost unknown")
+    bits.append(f"total {result.timing.total_ms:.0f} ms")
+    click.echo(" · ".join(bits), err=True)
+    for w in result.warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
 @_provider_command
 def models(client: ai.Client, instance: str, as_json: bool) -> None:
     """List PROVIDER's models."""

@@ -1,4 +1,4 @@
-"""Cohere Chat API v2 (`POST /v2/chat`), streaming and not.
+"""Cohere API v2: chat (`POST /v2/chat`, streaming and not), embed and rerank.
 
 The wire shapes follow the official `cohere` Python SDK's types (`V2ChatResponse`,
 `V2ChatStreamResponse` and the event classes it unions), Cohere's streaming guide, and
@@ -57,6 +57,35 @@ Mapping decisions this adapter documents:
   "json_schema": <schema>}`. Reasoning effort becomes `thinking`: `none` sends
   `{"type": "disabled"}`, the others `{"type": "enabled"}` with the `token_budget` in
   `THINKING_BUDGETS` (`high` sends none: the model's own limit).
+
+Embed v2 (`POST /v2/embed`) and rerank v2 (`POST /v2/rerank`) follow the SDK's
+`V2Client.embed`/`rerank` parameters and `EmbedByTypeResponse`/`V2RerankResponse`, and
+real recordings (pydantic-ai's `test_embeddings/TestCohere.*`, langchain-cohere's
+`test_langchain_cohere_rerank_*`):
+
+- **Embed requests** are `{"model", "texts", "input_type", "embedding_types":
+  ["float"], "output_dimension"?}`, at most 96 texts each (`embed_max_batch`).
+  `input_type` is required by every current Cohere embed model (v3 and later): the
+  neutral `query` and `document` become `search_query` and `search_document`, and
+  Cohere's own names (`classification`, `clustering`, ...) pass through. **When the call
+  gives none, `search_document` is sent** (what a text stored for retrieval is), with a
+  warning on the result saying so: refusing would make every generic caller spell out a
+  Cohere-only field, and sending nothing is a 400. Embed queries with
+  `input_type="query"`. `embedding_types` is always `["float"]`, whatever `encoding`
+  says: every Cohere embed model serves floats, and Cohere does not document the byte
+  order of its `base64` type. An answer's `embeddings.float` is read first; one asked
+  for another type through `provider_options` is read from `base64` (little-endian
+  float32, as OpenAI's), `int8` or `uint8` (the quantized values, as floats); packed
+  `binary`/`ubinary` vectors are refused before sending (they are bits, not floats).
+  Usage is `meta.tokens.input_tokens` where present, else `meta.billed_units.input_tokens`:
+  the recorded embed answers carry only `billed_units`, and for embeddings the billed
+  input tokens are the tokens embedded (no prompt template is added).
+- **Rerank requests** are `{"model", "query", "documents", "top_n"?}` (Cohere advises at
+  most 1,000 documents a request: `rerank_max_documents`); `max_tokens_per_doc` and
+  `priority` go through `provider_options`. The answer's `results[{index,
+  relevance_score}]` come best first; `meta.billed_units.search_units` is the call's
+  `search_units` (Cohere bills rerank by search units, not tokens, so its cost is not
+  priced from the token table), and `meta.tokens.input_tokens`, when sent, its usage.
 """
 
 from __future__ import annotations
@@ -70,7 +99,10 @@ import httpx
 from .._adapters.base import HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile, InputSupport
-from .._errors import ConfigError
+from .._embed._types import EmbedReply, EmbedRequest, RankedDocument, RerankReply, RerankRequest
+from .._embed._wire import _post_json as post_json
+from .._embed._wire import decode_vector
+from .._errors import ConfigError, ProtocolError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ContentPart, ImageContent, Message, TextContent
 from .._request import GenerationRequest
@@ -81,6 +113,10 @@ from ._wire import as_dict, as_list, as_str, flushed, opt_dict, opt_int, opt_str
 __all__ = [
     "CHAT_PATH",
     "COHERE_INPUTS",
+    "DEFAULT_INPUT_TYPE",
+    "EMBED_PATH",
+    "INPUT_TYPES",
+    "RERANK_PATH",
     "FALLBACK_API_KEY_ENV",
     "FINISH_MAP",
     "THINKING_BUDGETS",
@@ -90,6 +126,21 @@ __all__ = [
 CHAT_PATH = "/v2/chat"
 """The Chat API v2 endpoint, under the base URL (`https://api.cohere.com`, as the SDK's
 `ClientEnvironment.PRODUCTION`)."""
+
+EMBED_PATH = "/v2/embed"
+"""The Embed API v2 endpoint."""
+
+RERANK_PATH = "/v2/rerank"
+"""The Rerank API v2 endpoint."""
+
+INPUT_TYPES: Mapping[str, str] = {"query": "search_query", "document": "search_document"}
+"""Neutral `input_type` values and Cohere's names for them; others pass through."""
+
+DEFAULT_INPUT_TYPE = "search_document"
+"""The `input_type` sent when the call gives none (Cohere requires one)."""
+
+_EMBED_TYPES = ("float", "base64", "int8", "uint8")
+"""The `embeddings` keys read, in order of preference (all decode to float vectors)."""
 
 FALLBACK_API_KEY_ENV = "COHERE_API_KEY"
 """Read for the key when neither the settings nor `CO_API_KEY` give one: the SDK prefers
@@ -152,6 +203,8 @@ class CohereAdapter(HTTPAdapter):
     default_base_url: ClassVar[str | None] = "https://api.cohere.com"
     api_key_env: ClassVar[str | None] = "CO_API_KEY"
     fallback_api_key_env: ClassVar[str | None] = FALLBACK_API_KEY_ENV
+    embed_max_batch: ClassVar[int] = 96
+    rerank_max_documents: ClassVar[int] = 1000
     status_hints: ClassVar[Mapping[int, ErrorKind]] = {498: "auth"}
     """Cohere's error bodies (`{"id", "message"}`) carry no code, so the status decides,
     refined by the shared phrases (`too many tokens: ...` is a context-window error).
@@ -165,6 +218,106 @@ class CohereAdapter(HTTPAdapter):
         if self.settings.api_key and "authorization" not in {h.lower() for h in headers}:
             headers["authorization"] = f"Bearer {self.settings.api_key}"
         return headers
+
+    # --- embed and rerank -------------------------------------------------------------
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        """`POST /v2/embed`: one batch of texts (see the module documentation)."""
+        pid = self.instance_id
+        warnings: list[str] = []
+        if request.input_type is None:
+            input_type = DEFAULT_INPUT_TYPE
+            warnings.append(
+                f"{pid}: Cohere embed models require an input_type; none was given, so "
+                f"{DEFAULT_INPUT_TYPE!r} was sent (pass input_type='query' for queries)"
+            )
+        else:
+            input_type = INPUT_TYPES.get(request.input_type, request.input_type)
+        body: dict[str, Any] = {
+            "model": request.model,
+            "texts": list(request.inputs),
+            "input_type": input_type,
+            "embedding_types": ["float"],
+        }
+        if request.dimensions is not None:
+            body["output_dimension"] = request.dimensions
+        body.update(request.provider_options)
+        asked = body.get("embedding_types")
+        if isinstance(asked, list) and asked and not any(t in _EMBED_TYPES for t in asked):
+            raise ConfigError(
+                f"{pid}: embedding_types {asked!r} are packed bits, not float vectors; ask "
+                f"for one of {', '.join(_EMBED_TYPES)}",
+                provider=pid,
+            )
+        payload = as_dict(await post_json(self, EMBED_PATH, body), pid, "body")
+        embeddings = as_dict(payload.get("embeddings"), pid, "embeddings")
+        kind = next((k for k in _EMBED_TYPES if embeddings.get(k) is not None), None)
+        if kind is None:
+            raise ProtocolError(
+                f"{pid}: the embed answer has none of the embedding types "
+                f"{', '.join(_EMBED_TYPES)}",
+                provider=pid,
+            )
+        rows = as_list(embeddings[kind], pid, f"embeddings.{kind}")
+        if len(rows) != len(request.inputs):
+            raise ProtocolError(
+                f"{pid}: the provider returned {len(rows)} embedding(s) for "
+                f"{len(request.inputs)} input(s)",
+                provider=pid,
+            )
+        vectors = tuple(
+            decode_vector(row, pid, f"embeddings.{kind}[{i}]") for i, row in enumerate(rows)
+        )
+        return EmbedReply(
+            vectors=vectors, usage=self._meta_usage(payload), warnings=tuple(warnings)
+        )
+
+    async def rerank(self, request: RerankRequest) -> RerankReply:
+        """`POST /v2/rerank`: one request's documents, best first."""
+        pid = self.instance_id
+        body: dict[str, Any] = {
+            "model": request.model,
+            "query": request.query,
+            "documents": list(request.documents),
+        }
+        if request.top_n is not None:
+            body["top_n"] = request.top_n
+        body.update(request.provider_options)
+        payload = as_dict(await post_json(self, RERANK_PATH, body), pid, "body")
+        ranked: list[RankedDocument] = []
+        for i, item in enumerate(as_list(payload.get("results"), pid, "results")):
+            entry = as_dict(item, pid, f"results[{i}]")
+            index = opt_int(entry.get("index"), pid, f"results[{i}].index")
+            score = entry.get("relevance_score")
+            if index is None or index >= len(request.documents):
+                raise ProtocolError(
+                    f"{pid}: results[{i}].index is {index!r}, not one of the "
+                    f"{len(request.documents)} document(s) sent",
+                    provider=pid,
+                )
+            if isinstance(score, bool) or not isinstance(score, int | float):
+                raise ProtocolError(
+                    f"{pid}: results[{i}].relevance_score is not a number", provider=pid
+                )
+            ranked.append(RankedDocument(index, float(score), request.documents[index]))
+        meta = opt_dict(payload.get("meta"), pid, "meta") or {}
+        billed = opt_dict(meta.get("billed_units"), pid, "meta.billed_units") or {}
+        return RerankReply(
+            ranked=tuple(ranked),
+            usage=self._meta_usage(payload, billed_tokens=False),
+            search_units=opt_int(billed.get("search_units"), pid, "meta.billed_units.search_units"),
+        )
+
+    def _meta_usage(self, payload: Mapping[str, Any], *, billed_tokens: bool = True) -> Usage:
+        """Input tokens from `meta.tokens`, else (for embeddings) `meta.billed_units`."""
+        pid = self.instance_id
+        meta = opt_dict(payload.get("meta"), pid, "meta") or {}
+        tokens = opt_dict(meta.get("tokens"), pid, "meta.tokens") or {}
+        count = opt_int(tokens.get("input_tokens"), pid, "meta.tokens.input_tokens")
+        if count is None and billed_tokens:
+            billed = opt_dict(meta.get("billed_units"), pid, "meta.billed_units") or {}
+            count = opt_int(billed.get("input_tokens"), pid, "meta.billed_units.input_tokens")
+        return Usage(input_tokens=count, total_tokens=count)
 
     # --- request -------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Cohere Chat API v2 (`POST …/v2/chat`), streamed and whole.
+"""Cohere API v2: chat (`POST …/v2/chat`, streamed and whole), embed and rerank.
 
 The wire shapes follow the official `cohere` Python SDK's types (`V2ChatStreamResponse`,
 `V2ChatResponse`, `Usage`, `ChatFinishReason`), Cohere's streaming and RAG-streaming
@@ -6,11 +6,28 @@ guides, and real recordings (langchain-ai/langchain-cohere's streamed cassettes 
 pydantic/pydantic-ai's whole responses, bundled under `tests/data/wire/`). Every event is
 sent as `event: <type>` plus `data: <json>` whose `type` repeats the name, and the body
 ends with `data: [DONE]` (no `event:` line), as every recorded stream does.
+
+`POST …/v2/embed` and `POST …/v2/rerank` answer in the shapes of the SDK's
+`EmbedByTypeResponse` and `V2RerankResponse` and of the recordings (pydantic-ai's
+`test_embeddings/TestCohere.*`, langchain-cohere's `test_langchain_cohere_rerank_*`), with
+the fake's own numbers: vectors from `dialects._embeddings.fake_vector`, and as a
+relevance score the cosine similarity of the query's and the document's fake vectors,
+clipped to Cohere's `[0, 1]`, so a document sharing the query's words ranks first. The
+fake bills one search unit per started hundred documents (Cohere's pricing unit: one
+query over up to 100 documents). Bodies Cohere refuses for certain get its 400 shape
+`{"id", "message"}`, in the fake's words: embed without `texts` of strings or without
+`input_type`, more than 96 texts, an `output_dimension` other than 256, 512, 1024 or 1536,
+an unknown embedding type; rerank without a query or documents of strings, more than
+1,000 documents, a `top_n` below 1. One refusal is the fake's own limit, not Cohere's:
+it renders no packed `binary`/`ubinary` embeddings (AnyInfer's adapter never asks).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import math
+import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -18,8 +35,17 @@ from typing import Any
 
 from .._script import Fault, Frame, Reasoning, Rendered, Script, ScriptUsage, Text, ToolFragment
 from ._base import Dialect, InStreamError, WireProfile, json_bytes
+from ._embeddings import DEFAULT_DIMENSIONS, fake_vector, float32_json, rendered_json, token_count
 
-__all__ = ["FINISH_REASONS", "CohereV2Dialect"]
+__all__ = [
+    "FINISH_REASONS",
+    "CohereV2Dialect",
+    "embed_fault",
+    "embed_payload",
+    "relevance",
+    "rerank_fault",
+    "rerank_payload",
+]
 
 FINISH_REASONS: dict[str, str] = {
     "stop": "COMPLETE",
@@ -336,6 +362,160 @@ class CohereV2Dialect(Dialect):
     def is_generation(self, method: str, path: str) -> bool:
         """`POST …/v2/chat` (any prefix, so proxies' paths work too)."""
         return method == "POST" and path.rstrip("/").endswith("/v2/chat")
+
+    def is_embedding(self, method: str, path: str) -> bool:
+        """`POST …/v2/embed`."""
+        return method == "POST" and path.rstrip("/").endswith("/v2/embed")
+
+    def embedding_fault(self, request_json: Any) -> Fault | None:
+        """Cohere's 400 for an embed body it refuses (`embed_fault`)."""
+        return embed_fault(request_json)
+
+    def render_embeddings(self, request_json: Any) -> Rendered:
+        """Cohere's `embeddings_by_type` answer (`embed_payload`)."""
+        return rendered_json(
+            json_bytes(embed_payload(request_json)), "application/json", self.malformed_body()
+        )
+
+    def is_rerank(self, method: str, path: str) -> bool:
+        """`POST …/v2/rerank`."""
+        return method == "POST" and path.rstrip("/").endswith("/v2/rerank")
+
+    def rerank_fault(self, request_json: Any) -> Fault | None:
+        """Cohere's 400 for a rerank body it refuses (`rerank_fault`)."""
+        return rerank_fault(request_json)
+
+    def render_rerank(self, request_json: Any) -> Rendered:
+        """Cohere's rerank answer (`rerank_payload`)."""
+        return rendered_json(
+            json_bytes(rerank_payload(request_json)), "application/json", self.malformed_body()
+        )
+
+
+EMBED_MAX_TEXTS = 96
+"""The most texts one embed request may carry (the SDK's `texts` documentation)."""
+
+OUTPUT_DIMENSIONS = (256, 512, 1024, 1536)
+"""The `output_dimension` values Cohere accepts (embed-v4 and later)."""
+
+EMBEDDING_TYPES = ("float", "int8", "uint8", "binary", "ubinary", "base64")
+"""Cohere's embedding types (the SDK's `EmbeddingType`)."""
+
+RERANK_MAX_DOCUMENTS = 1000
+"""The most documents one rerank request may carry (Cohere's reranking best practices)."""
+
+_DOCUMENTS_PER_SEARCH_UNIT = 100
+
+_API_VERSION = {"version": "2"}
+
+
+def _refused(message: str) -> Fault:
+    return Fault("status", status=400, message=f"invalid request: {message}")
+
+
+def _strings(value: Any) -> list[str] | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    return None
+
+
+def embed_fault(request_json: Any) -> Fault | None:
+    """The 400 Cohere answers for an embed body it refuses for certain, or `None`."""
+    body = request_json if isinstance(request_json, dict) else {}
+    texts = _strings(body.get("texts"))
+    if not texts:
+        return _refused("fake: 'texts' must be a non-empty array of strings")
+    if len(texts) > EMBED_MAX_TEXTS:
+        return _refused(f"fake: 'texts' holds {len(texts)} items, at most 96 are accepted")
+    if not isinstance(body.get("input_type"), str):
+        return _refused("fake: 'input_type' is required for embed models v3 and higher")
+    dims = body.get("output_dimension")
+    if dims is not None and (isinstance(dims, bool) or dims not in OUTPUT_DIMENSIONS):
+        return _refused("fake: 'output_dimension' must be one of 256, 512, 1024, 1536")
+    types = body.get("embedding_types", ["float"])
+    if not isinstance(types, list) or any(t not in EMBEDDING_TYPES for t in types):
+        return _refused("fake: 'embedding_types' holds an unknown type")
+    if any(t in ("binary", "ubinary") for t in types):
+        # Cohere serves these; this fake does not render packed bits (not Cohere's words).
+        return _refused("fake: this fake server renders no binary or ubinary embeddings")
+    return None
+
+
+def _encoded(vec: list[float], kind: str) -> Any:
+    """One fake vector in an embedding type: float numbers, base64 of little-endian
+    float32, or the fake's int8/uint8 quantization (the value times 127, rounded; uint8
+    is that plus 128)."""
+    if kind == "float":
+        return [float32_json(v) for v in vec]
+    if kind == "base64":
+        return base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode("ascii")
+    signed = [max(-128, min(127, round(v * 127))) for v in vec]
+    return signed if kind == "int8" else [v + 128 for v in signed]
+
+
+def embed_payload(request_json: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body Cohere answers an (accepted) embed request with."""
+    texts = _strings(request_json.get("texts")) or []
+    dims = request_json.get("output_dimension") or DEFAULT_DIMENSIONS
+    vectors = [fake_vector(t, dims) for t in texts]
+    types = request_json.get("embedding_types") or ["float"]
+    return {
+        "id": _uuid(repr(request_json)),
+        "embeddings": {kind: [_encoded(v, kind) for v in vectors] for kind in types},
+        "texts": texts,
+        "meta": {
+            "api_version": _API_VERSION,
+            "billed_units": {
+                "image_tokens": 0,
+                "input_tokens": sum(token_count(t) for t in texts),
+            },
+        },
+        "response_type": "embeddings_by_type",
+    }
+
+
+def rerank_fault(request_json: Any) -> Fault | None:
+    """The 400 Cohere answers for a rerank body it refuses for certain, or `None`."""
+    body = request_json if isinstance(request_json, dict) else {}
+    if not isinstance(body.get("query"), str) or not body["query"]:
+        return _refused("fake: 'query' must be a non-empty string")
+    docs = _strings(body.get("documents"))
+    if not docs:
+        return _refused("fake: 'documents' must be a non-empty array of strings")
+    if len(docs) > RERANK_MAX_DOCUMENTS:
+        return _refused(f"fake: 'documents' holds {len(docs)} items, at most 1000 are accepted")
+    top_n = body.get("top_n")
+    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
+        return _refused("fake: 'top_n' must be a positive integer")
+    return None
+
+
+def relevance(query: str, document: str) -> float:
+    """The fake's relevance score: the cosine similarity of the two fake vectors (both
+    are unit length), clipped to `[0, 1]` and rounded to float32."""
+    q, d = fake_vector(query), fake_vector(document)
+    return float32_json(min(1.0, max(0.0, math.fsum(a * b for a, b in zip(q, d, strict=True)))))
+
+
+def rerank_payload(request_json: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body Cohere answers an (accepted) rerank request with: results best
+    first (ties in document order), cut to `top_n`."""
+    query = str(request_json.get("query", ""))
+    docs = _strings(request_json.get("documents")) or []
+    scored = sorted(
+        ((relevance(query, d), i) for i, d in enumerate(docs)), key=lambda p: (-p[0], p[1])
+    )
+    top_n = request_json.get("top_n")
+    if isinstance(top_n, int):
+        scored = scored[:top_n]
+    return {
+        "id": _uuid(repr(request_json)),
+        "results": [{"index": i, "relevance_score": score} for score, i in scored],
+        "meta": {
+            "api_version": _API_VERSION,
+            "billed_units": {"search_units": -(-len(docs) // _DOCUMENTS_PER_SEARCH_UNIT)},
+        },
+    }
 
 
 _CACHE_CONTROL = "no-cache, no-store, no-transform, must-revalidate, private, max-age=0"
