@@ -11,6 +11,13 @@
   `{"model", "embeddings": [[...]], "total_duration", "load_duration",
   "prompt_eval_count"}` (durations in nanoseconds).
 
+- Gemini (`POST models/{model}:batchEmbedContents`, at most 100 requests, for one input
+  too, as the `google-genai` SDK sends it): `{"requests": [{"model", "content":
+  {"parts": [{"text"}]}, "taskType"?, "outputDimensionality"?}]}` (each `model` must be
+  the URL's) answered by `{"embeddings": [{"values"}]}` in input order, with
+  `usageMetadata.promptTokenCount` when the model reports it (the 2026 recordings have
+  it; earlier ones have none, and then usage is unknown).
+
 A reply that breaks these shapes is a `ProtocolError`; an error body goes through the
 adapter's one classifier (`HTTPAdapter.error_from_parts`), so every failure is typed.
 """
@@ -32,8 +39,16 @@ from ._types import EmbedReply, EmbedRequest
 
 if TYPE_CHECKING:
     from .._adapters.base import HTTPAdapter
+    from .._providers.gemini import GeminiAdapter
 
-__all__ = ["decode_vector", "ollama_embed", "openai_embed"]
+__all__ = [
+    "GEMINI_TASK_TYPES",
+    "decode_vector",
+    "gemini_embed",
+    "gemini_task_type",
+    "ollama_embed",
+    "openai_embed",
+]
 
 _NS_PER_MS = 1_000_000
 
@@ -178,3 +193,81 @@ async def ollama_embed(adapter: HTTPAdapter, request: EmbedRequest) -> EmbedRepl
         warnings=_no_input_type(adapter, request, "Ollama's /api/embed"),
         phases=phases,
     )
+
+
+GEMINI_TASK_TYPES: Mapping[str, str] = {
+    "query": "RETRIEVAL_QUERY",
+    "search_query": "RETRIEVAL_QUERY",
+    "document": "RETRIEVAL_DOCUMENT",
+    "search_document": "RETRIEVAL_DOCUMENT",
+}
+"""`input_type` values Gemini spells differently; any other value is taken as one of
+Gemini's own task names (`semantic_similarity`, `CLASSIFICATION`, ...) and sent upper-cased."""
+
+_GEMINI_PREFIX_TASK_MODELS = ("gemini-embedding-2",)
+"""Models whose task Google documents as a prefix of the text (`task: ... | query: ...`)
+rather than `taskType`: the server accepts `taskType` (a recording of
+`gemini-embedding-2-preview` shows it), but it may not condition them, so asking for an
+`input_type` adds a warning."""
+
+
+def gemini_task_type(input_type: str | None) -> str | None:
+    """The Gemini `taskType` for an `input_type` (`query` is `RETRIEVAL_QUERY`,
+    `document` `RETRIEVAL_DOCUMENT`; Gemini's own names pass through upper-cased)."""
+    if input_type is None:
+        return None
+    name = input_type.strip()
+    return GEMINI_TASK_TYPES.get(name.lower()) or name.upper().replace("-", "_")
+
+
+def _gemini_entry(request: EmbedRequest, text: str, model: str, task: str | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"model": model}
+    entry["content"] = {"parts": [{"text": text}]}
+    if task is not None:
+        entry["taskType"] = task
+    if request.dimensions is not None:
+        entry["outputDimensionality"] = request.dimensions
+    entry.update(request.provider_options)
+    return entry
+
+
+async def gemini_embed(adapter: GeminiAdapter, request: EmbedRequest) -> EmbedReply:
+    """`POST models/{model}:batchEmbedContents` (the Gemini API), one request per input.
+
+    A single input goes the same way, as the `google-genai` SDK sends it: one code path
+    and one answer shape, with `usageMetadata` where the model reports it.
+    `provider_options` are merged into each input's request (`title`, say).
+    """
+    pid = adapter.instance_id
+    model = adapter.model_path(request.model)
+    task = gemini_task_type(request.input_type)
+    warnings: tuple[str, ...] = ()
+    if task is not None and model.rsplit("/", 1)[-1].startswith(_GEMINI_PREFIX_TASK_MODELS):
+        warnings = (
+            f"{pid}: Google documents {request.model}'s task as a prefix of the text "
+            f"(task: ... | query: ...), not taskType; taskType {task} was sent as asked, "
+            "but may not change its vectors",
+        )
+    body = {"requests": [_gemini_entry(request, t, model, task) for t in request.inputs]}
+    payload = as_dict(await _post_json(adapter, f"/{model}:batchEmbedContents", body), pid, "body")
+    if "error" in payload and payload.get("embeddings") is None:
+        raise adapter.error_from_payload(payload["error"], None, None)
+    items = as_list(payload.get("embeddings"), pid, "embeddings")
+    sent = len(request.inputs)
+    if len(items) != sent:
+        raise _count(pid, len(items), sent)
+    vectors = tuple(
+        decode_vector(
+            as_dict(item, pid, f"embeddings[{i}]").get("values"), pid, f"embeddings[{i}].values"
+        )
+        for i, item in enumerate(items)
+    )
+    usage = Usage()
+    meta = payload.get("usageMetadata")
+    if meta is not None:
+        m = as_dict(meta, pid, "usageMetadata")
+        usage = Usage(
+            input_tokens=opt_int(m.get("promptTokenCount"), pid, "usageMetadata.promptTokenCount"),
+            total_tokens=opt_int(m.get("totalTokenCount"), pid, "usageMetadata.totalTokenCount"),
+        )
+    return EmbedReply(vectors=vectors, usage=usage, warnings=warnings)

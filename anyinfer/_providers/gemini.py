@@ -85,6 +85,15 @@ Mapping decisions this adapter documents:
   `anyinfer._adapters.errormap`). Error objects inside a stream are handled the same way, after
   the usage already received: in the `alt=sse` form Gemini sends such an object bare
   (pretty-printed, without `data:`), and the adapter reads it between events too.
+- **Embeddings.** `embed()` sends up to 100 inputs (the endpoint's limit) to
+  `models/{model}:batchEmbedContents`, one request per input, a single input too (as
+  `google-genai` does: one answer shape, and `usageMetadata` where it is reported).
+  `input_type` becomes `taskType` (`query` is `RETRIEVAL_QUERY`, `document`
+  `RETRIEVAL_DOCUMENT`, Gemini's own task names pass through; for `gemini-embedding-2*`,
+  whose task Google documents as a text prefix, with a warning that it may have no
+  effect); `dimensions` becomes `outputDimensionality`.
+  Vectors are JSON numbers (the protocol has no base64 form). Usage is
+  `usageMetadata.promptTokenCount` when the answer has it, else unknown (`None`).
 - `ProviderSettings.provider_options` for `gemini` are merged into the body last; a
   mapping value (say `{"generationConfig": {"topK": 40}}`) is merged into the adapter's
   own mapping of that name rather than replacing it.
@@ -106,6 +115,7 @@ from .._adapters.errormap import ErrorKind
 from .._adapters.framing import loads_or_none
 from .._adapters.profile import INPUT_KINDS, AdapterProfile, InputSupport
 from .._client.instance import provider_default_base_url, resolve_base_url
+from .._embed._types import EmbedReply, EmbedRequest
 from .._errors import (
     ConfigError,
     ContentFilterError,
@@ -734,6 +744,18 @@ class GeminiAdapter(HTTPAdapter):
             elif kind is not None:
                 return kind
         return generic or super().error_hint(code, message)
+
+    # --- embeddings ----------------------------------------------------------------
+
+    embed_max_batch: ClassVar[int] = 100
+    """`batchEmbedContents` refuses more than 100 requests ("at most 100 requests can be
+    in one batch", HTTP 400 `INVALID_ARGUMENT`)."""
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        """Embed one batch with `:batchEmbedContents` (`anyinfer._embed._wire.gemini_embed`)."""
+        from .._embed._wire import gemini_embed
+
+        return await gemini_embed(self, request)
 
     # --- discovery -----------------------------------------------------------------
 

@@ -567,6 +567,11 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         """`publishers/google/models/<id>`, or the resource name as given."""
         return resource_name(model, "google")
 
+    embed = Adapter.embed
+    """Not served: Vertex AI embeds through other endpoints and bodies than the Gemini
+    API (`:predict` with `instances`, and per-model batch limits), so the Gemini
+    adapter's `embed()` is not inherited; `embed()` refuses with `ConfigError`."""
+
 
 class VertexAnthropicAdapter(_VertexAdapter, AnthropicAdapter):
     """Claude models on Vertex AI (`vertex-anthropic`, alias `vertex-claude`).

@@ -82,7 +82,7 @@ def answer(
     with, and whether it is an error (sent whole, never planned).
 
     The one rule both servers (loopback and transport) follow: the dialect's refusal of
-    the body first (`request_fault`, `embedding_fault`), then the script's status or
+    the body first (`request_fault`, `embedding_fault_at`), then the script's status or
     provider-error fault (`error_answer`), else the dialect's rendering of the script
     (`render`, streamed when the request asks for it) or of the embeddings.
 
@@ -91,7 +91,7 @@ def answer(
     """
     stream = kind == "generation" and dialect.request_wants_stream(method, path, payload)
     if kind == "embedding":
-        refused = dialect.embedding_fault(payload)
+        refused = dialect.embedding_fault_at(path, payload)
     elif kind == "rerank":
         refused = dialect.rerank_fault(payload)
     else:
@@ -100,7 +100,7 @@ def answer(
     if fault is not None:
         return dialect.render_error(fault), True
     if kind == "embedding":
-        return dialect.render_embeddings(payload), False
+        return dialect.render_embeddings_at(path, payload), False
     if kind == "rerank":
         return dialect.render_rerank(payload), False
     return dialect.render(script, stream=stream), False

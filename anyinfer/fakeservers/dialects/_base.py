@@ -395,6 +395,19 @@ class Dialect(ABC):
         """
         raise NotImplementedError(f"the {self.name} dialect serves no embeddings")
 
+    def embedding_fault_at(self, path: str, request_json: Any) -> Fault | None:
+        """`embedding_fault` for a request at `path` (what the servers call).
+
+        A dialect whose endpoint's path carries part of the request (Gemini's model and
+        method, Bedrock's model id) overrides this instead of `embedding_fault`.
+        """
+        return self.embedding_fault(request_json)
+
+    def render_embeddings_at(self, path: str, request_json: Any) -> Rendered:
+        """`render_embeddings` for a request at `path` (what the servers call); see
+        `embedding_fault_at`."""
+        return self.render_embeddings(request_json)
+
     def is_models(self, method: str, path: str) -> bool:
         """Whether a request lists models; by default `GET …/models`.
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +53,7 @@ from .._script import (
 from ._base import Dialect, InStreamError, WireProfile, json_bytes
 from ._ids import ScriptIds
 
-__all__ = ["GeminiDialect", "GeminiJSONArrayDialect"]
+__all__ = ["GEMINI_MAX_BATCH", "GEMINI_TASK_TYPES", "GeminiDialect", "GeminiJSONArrayDialect"]
 
 _FINISH: dict[str, str] = {
     "stop": "STOP",
@@ -450,6 +451,72 @@ class GeminiDialect(Dialect):
         """Streaming is chosen by endpoint: `:streamGenerateContent` streams."""
         return path.endswith(":streamGenerateContent")
 
+    # --- embeddings ----------------------------------------------------------------
+
+    def is_embedding(self, method: str, path: str) -> bool:
+        """`POST …:batchEmbedContents` or `POST …:embedContent` (see `embedding_fault_at`)."""
+        return method == "POST" and path.endswith((":batchEmbedContents", ":embedContent"))
+
+    def embedding_fault_at(self, path: str, request_json: Any) -> Fault | None:
+        """Gemini's 400 (`INVALID_ARGUMENT`) for an embedding body it refuses for certain.
+
+        Refused: a body that is not an object; a field the request message does not
+        have (Google's JSON parser refuses unknown names); a batch without `requests`
+        or with more than `GEMINI_MAX_BATCH` of them (Gemini's own message); a request
+        whose `model` is not the URL's; a request without text `content.parts`; a
+        `taskType` outside the `TaskType` enum; an `outputDimensionality` that is not a
+        non-negative integer (0 is proto3's unset, the model's full size).
+        """
+        model = _url_model(path)
+        if not isinstance(request_json, dict):
+            return _invalid("Invalid JSON payload received. Expected an object.")
+        if path.endswith(":embedContent"):
+            return _embed_request_fault(request_json, model, "")
+        unknown = sorted(set(request_json) - {"requests", "model"})
+        if unknown:
+            return _invalid(_unknown_name(unknown[0], ""))
+        requests = request_json.get("requests")
+        if not isinstance(requests, list) or not requests:
+            return _invalid("* BatchEmbedContentsRequest.requests: fake: must be a non-empty list")
+        if len(requests) > GEMINI_MAX_BATCH:
+            return _invalid(
+                "* BatchEmbedContentsRequest.requests: at most 100 requests can be in one batch"
+            )
+        for i, entry in enumerate(requests):
+            where = f"requests[{i}]"
+            if not isinstance(entry, dict):
+                return _invalid(f"Invalid value at '{where}': fake: expected an object")
+            fault = _embed_request_fault(entry, model, where)
+            if fault is not None:
+                return fault
+            if entry.get("model") is None:
+                return _invalid(f"* BatchEmbedContentsRequest.{where}.model: fake: required")
+        return None
+
+    def render_embeddings_at(self, path: str, request_json: Any) -> Rendered:
+        """`{"embedding": {"values"}}` for `:embedContent` (the documented response),
+        `{"embeddings": [{"values"}], "usageMetadata"}` for `:batchEmbedContents` (the
+        shape of the 2026 recordings: `promptTokenCount` and `promptTokenDetails`),
+        pretty-printed as Gemini sends JSON. The values are the fake's
+        (`dialects._embeddings.fake_vector`), as shortest float32 decimals."""
+        from ._embeddings import rendered_json, token_count
+
+        body = request_json if isinstance(request_json, dict) else {}
+        if path.endswith(":embedContent"):
+            payload: dict[str, Any] = {"embedding": _values(body)}
+        else:
+            entries = [e for e in body.get("requests") or () if isinstance(e, dict)]
+            tokens = sum(token_count(_text(e)) for e in entries)
+            payload = {
+                "embeddings": [_values(e) for e in entries],
+                "usageMetadata": {
+                    "promptTokenCount": tokens,
+                    "promptTokenDetails": [{"modality": "TEXT", "tokenCount": tokens}],
+                },
+            }
+        headers = self._whole_headers()
+        return rendered_json(_pretty_json(payload) + b"\n", headers[0][1], self.malformed_body())
+
 
 class GeminiJSONArrayDialect(GeminiDialect):
     """The Gemini API streamed without `alt=sse`: one JSON array, element by element.
@@ -745,3 +812,101 @@ class _Figures:
                 values.append(("output_tokens", output))
         out["serviceTier"] = "standard"
         return out, frozenset(fields), tuple(values)
+
+
+# --- embeddings ----------------------------------------------------------------------
+
+GEMINI_MAX_BATCH = 100
+"""The most requests one `batchEmbedContents` call may carry (Gemini's 400 says so)."""
+
+GEMINI_TASK_TYPES = frozenset(
+    {
+        "TASK_TYPE_UNSPECIFIED",
+        "RETRIEVAL_QUERY",
+        "RETRIEVAL_DOCUMENT",
+        "SEMANTIC_SIMILARITY",
+        "CLASSIFICATION",
+        "CLUSTERING",
+        "QUESTION_ANSWERING",
+        "FACT_VERIFICATION",
+        "CODE_RETRIEVAL_QUERY",
+    }
+)
+"""The `TaskType` enum of the Gemini API reference."""
+
+_EMBED_FIELDS = frozenset(
+    {
+        "model",
+        "content",
+        "taskType",
+        "task_type",
+        "title",
+        "outputDimensionality",
+        "output_dimensionality",
+    }
+)
+"""`EmbedContentRequest`'s fields, in both spellings Google's JSON parser accepts."""
+
+_URL_MODEL = re.compile(r"((?:tunedModels|models)/[^/:]+):\w+$")
+
+
+def _invalid(message: str) -> Fault:
+    return Fault("status", status=400, message=message)
+
+
+def _unknown_name(name: str, where: str) -> str:
+    at = f" at '{where}'" if where else ""
+    return f'Invalid JSON payload received. Unknown name "{name}"{at}: Cannot find field.'
+
+
+def _url_model(path: str) -> str | None:
+    match = _URL_MODEL.search(path)
+    return match.group(1) if match else None
+
+
+def _embed_request_fault(entry: dict[str, Any], model: str | None, where: str) -> Fault | None:
+    """The refusal of one `EmbedContentRequest` (at `where` in the body), or `None`."""
+    unknown = sorted(set(entry) - _EMBED_FIELDS)
+    if unknown:
+        return _invalid(_unknown_name(unknown[0], where))
+    prefix = f"{where}." if where else ""
+    named = entry.get("model")
+    if (
+        named is not None
+        and model is not None
+        and str(named).removeprefix("models/") != (model.removeprefix("models/"))
+    ):
+        return _invalid(f"* {prefix}model: fake: {named!r} is not the model of the URL, {model!r}")
+    content = entry.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list) or not parts:
+        return _invalid(f"* {prefix}content.parts: fake: at least one part is required")
+    if not all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in parts):
+        return _invalid(f"* {prefix}content.parts: fake: only text parts are served")
+    task = entry.get("taskType", entry.get("task_type"))
+    if task is not None and task not in GEMINI_TASK_TYPES:
+        return _invalid(
+            f"Invalid value at '{prefix}task_type' (type.googleapis.com/"
+            f"google.ai.generativelanguage.v1beta.TaskType), {json.dumps(task)}"
+        )
+    dims = entry.get("outputDimensionality", entry.get("output_dimensionality"))
+    if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 0):
+        return _invalid(
+            f"Invalid value at '{prefix}output_dimensionality' (TYPE_INT32), {json.dumps(dims)}"
+        )
+    return None
+
+
+def _text(entry: dict[str, Any]) -> str:
+    content = entry.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return "".join(p.get("text", "") for p in parts or () if isinstance(p, dict))
+
+
+def _values(entry: dict[str, Any]) -> dict[str, Any]:
+    from ._embeddings import DEFAULT_DIMENSIONS, fake_vector, float32_json
+
+    dims = entry.get("outputDimensionality", entry.get("output_dimensionality")) or (
+        DEFAULT_DIMENSIONS
+    )
+    return {"values": [float32_json(v) for v in fake_vector(_text(entry), dims)]}

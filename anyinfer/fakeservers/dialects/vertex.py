@@ -81,6 +81,12 @@ class VertexGeminiDialect(GeminiDialect):
         `:streamGenerateContent`), under a project and location or without (express)."""
         return method == "POST" and _GEMINI_PATH.search(path) is not None
 
+    def is_embedding(self, method: str, path: str) -> bool:
+        """No embedding endpoint is faked for Vertex AI: its embedding requests
+        (`:predict` with `instances`, `embedContentConfig` nesting) are not the Gemini
+        API's, so the Gemini dialect's are not inherited."""
+        return False
+
 
 class VertexAnthropicDialect(AnthropicDialect):
     """Claude on Vertex AI: Anthropic's Messages bodies at `:rawPredict` / `:streamRawPredict`."""
