@@ -27,6 +27,10 @@ an `OpenAICompatAdapter` with Azure routing, auth and error reading:
   `innererror.code == "ResponsibleAIPolicyViolation"`) says `content_filter` become
   `ContentFilterError`; `context_length_exceeded` a `ContextWindowError`; 429s carry
   `retry-after-ms` / `retry-after` as `RateLimitError.retry_after`.
+- embeddings (`embed()`): `POST {base}/openai/deployments/{model}/embeddings
+  ?api-version=...` (deployments) or `POST {base}/openai/v1/embeddings` (v1), OpenAI's
+  body and answer (base64 or float vectors, `usage.prompt_tokens`), at most 2048 inputs a
+  request; the model-inference route does not embed here (`ConfigError`).
 - discovery (`models()`): deployments list `GET {base}/openai/models?api-version=` - the
   models the resource can serve, with their capabilities and lifecycle (listing
   *deployments* needs the Azure management API, which this adapter does not call);
@@ -45,6 +49,7 @@ import httpx
 from .._adapters.base import DiscoveredModel
 from .._adapters.profile import AdapterProfile
 from .._client.instance import base_url_env
+from .._embed._types import EmbedReply, EmbedRequest
 from .._errors import ConfigError
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
@@ -101,8 +106,8 @@ class AzureFoundryAdapter(OpenAICompatAdapter):
     api_key_env: ClassVar[str | None] = "AZURE_OPENAI_API_KEY"
     default_engine: ClassVar[str] = "azure-openai"
     option_keys: ClassVar[frozenset[str]] = frozenset({"engine", "quirks", "api", "auth"})
-    #: Azure's embeddings routes (per deployment) are not wired yet: `embed()` refuses.
-    embeddings_path: ClassVar[str | None] = None
+    embed_max_batch: ClassVar[int] = 2048
+    """Azure OpenAI's embeddings take at most 2048 inputs a request (its REST reference)."""
 
     def __init__(self, settings: ProviderSettings) -> None:
         self.api = _api_of(settings)
@@ -145,6 +150,38 @@ class AzureFoundryAdapter(OpenAICompatAdapter):
         if self.api == "model-inference" and request.provider_options:
             return {"extra-parameters": "pass-through"}
         return None
+
+    # --- embeddings ----------------------------------------------------------------
+
+    def embeddings_route(self, model: str) -> str:
+        """The embeddings path (with its `api-version` query) for the chosen `api`.
+
+        Raises:
+            ConfigError: On the model-inference route, whose embeddings this adapter
+                does not call.
+        """
+        if self.api == "openai-deployments":
+            path = f"/openai/deployments/{quote(model, safe='')}/embeddings"
+        elif self.api == "openai-v1":
+            path = "/openai/v1/embeddings"
+        else:
+            raise ConfigError(
+                f"{self.instance_id}: embed() is served on Azure OpenAI's routes "
+                "(options['api'] 'openai-deployments' or 'openai-v1'), not on the "
+                "model-inference route",
+                provider=self.instance_id,
+            )
+        if self.api_version:
+            path += f"?api-version={quote(self.api_version, safe='')}"
+        return path
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        """Embed one batch at the deployment's (or v1's) `/embeddings`, with OpenAI's
+        body and answer (`anyinfer._embed._wire.openai_embed`). The target's model is
+        the deployment name; it is also sent as `model`, as the `openai` SDK sends it."""
+        from .._embed._wire import openai_embed
+
+        return await openai_embed(self, request, self.embeddings_route(request.model))
 
     # --- errors --------------------------------------------------------------------
 

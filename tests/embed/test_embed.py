@@ -61,7 +61,8 @@ def test_order_count_and_usage_across_batches() -> None:
     assert result.usage.input_tokens == tokens and result.usage.total_tokens == tokens
     assert len(result.batch_targets) == 4 and str(result.target) == f"openai:{MODEL}"
     assert statuses(result) == ["ok"] * 4
-    assert result.cost_usd is None  # the bundled table has no price for the model
+    # the bundled table prices text-embedding-3-small at $0.02 per million input tokens
+    assert result.cost_usd == Decimal("0.02") * tokens / 1_000_000
     assert result.timing.total_ms > 0
 
 
@@ -202,10 +203,10 @@ def test_errors_are_typed() -> None:
 def test_a_provider_that_cannot_embed_is_refused_by_name() -> None:
     providers = [
         ai.ProviderSettings("anthropic", api_key="sk-ant-test"),
-        ai.ProviderSettings("azure-foundry", api_key="k", base_url="https://x.openai.azure.com"),
+        ai.ProviderSettings("vertex-anthropic", options={"access_token": "t", "project": "p"}),
     ]
     with ai.Client(providers) as client:
-        for target in ("anthropic:claude-x", "azure-foundry:my-deployment"):
+        for target in ("anthropic:claude-x", "vertex-anthropic:claude-sonnet-4"):
             with pytest.raises(ai.ConfigError, match="cannot embed") as info:
                 client.embed(["a"], target=target)
             assert info.value.provider == target.split(":")[0]
