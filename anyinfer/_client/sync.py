@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 import warnings
 import weakref
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from .._errors import ConfigError
 from .._messages import MessagesInput
@@ -22,23 +23,77 @@ from .credentials import ResolverChain
 from .route import Route
 
 if TYPE_CHECKING:
-    from .._adapters.base import DiscoveredModel, Health
     from .._adapters.registry import ProviderRegistry
-    from .._embed._types import Embeddings, EmbedEncoding, Reranking
-    from .._knowledge.budget import ContextBudget, TokenEstimator
+    from .._knowledge.budget import TokenEstimator
     from .._knowledge.capabilities import ModelCapabilities
     from .._knowledge.catalog import Catalog
     from .._knowledge.pricing import PricingTable
-    from .._local.acquire import AcquisitionReport, ProgressSink
-    from .._local.catalog import CatalogView, Posture, VariantPrefs
-    from .._local.hardware import HardwareProfile
-    from .._local.store import ModelStore, RemovalReport, ResolvedModel, StoreEntry
+    from .._local.store import ModelStore
     from .._structured.output import Repair, SchemaSpec, SupportsJSONSchema
     from .._telemetry import Observer
 
 __all__ = ["Client"]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _blocking(
+    method: Callable[Concatenate[AsyncClient, _P], Coroutine[Any, Any, _T]],
+    summary: str,
+    *notes: str,
+) -> Callable[Concatenate[Client, _P], _T]:
+    """The `Client` method that runs an `AsyncClient` coroutine method on the client's loop.
+
+    It has the async method's signature (for type checkers through `ParamSpec`, for
+    `inspect.signature` and the docs through `__signature__`), so the two cannot drift,
+    and forwards its arguments unchanged: the facade holds no argument logic.
+
+    Args:
+        method: The `AsyncClient` method, looked up on the client's `AsyncClient` at
+            each call by name.
+        summary: The first line of the method's docstring.
+        *notes: Paragraphs about what differs in the blocking form.
+    """
+    name = method.__name__
+
+    def call(self: Client, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        coro: Coroutine[Any, Any, _T] = getattr(self._async, name)(*args, **kwargs)
+        return self._call(coro)
+
+    return _twin(call, method, summary, notes)
+
+
+def _direct(
+    method: Callable[Concatenate[AsyncClient, _P], _T], summary: str, *notes: str
+) -> Callable[Concatenate[Client, _P], _T]:
+    """Like `_blocking`, for an `AsyncClient` method that is not a coroutine (it runs on
+    the calling thread)."""
+    name = method.__name__
+
+    def call(self: Client, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        result: _T = getattr(self._async, name)(*args, **kwargs)
+        return result
+
+    return _twin(call, method, summary, notes)
+
+
+def _twin(call: _F, method: Callable[..., Any], summary: str, notes: tuple[str, ...]) -> _F:
+    """`call` named, documented and signed as `method`'s `Client` form."""
+    name = method.__name__
+    fields: Any = call
+    fields.__name__ = name
+    fields.__qualname__ = f"Client.{name}"
+    fields.__signature__ = inspect.signature(method)
+    paragraphs = (
+        summary,
+        f"The blocking form of `AsyncClient.{name}`, with the same signature: see it for "
+        "the arguments, the result and the errors.",
+        *notes,
+    )
+    fields.__doc__ = "\n\n".join(paragraphs)
+    return call
 
 
 class Client:
@@ -55,9 +110,11 @@ class Client:
     propagates. A client garbage-collected without `close()` is closed then, with a
     `ResourceWarning`.
 
-    Every method restates its `AsyncClient` counterpart's signature, so type checkers and
-    IDEs see the real keywords, and forwards its arguments unchanged with
-    `call_keywords(locals())`: the facade holds no argument logic of its own.
+    Every method has its `AsyncClient` counterpart's signature, so type checkers and
+    IDEs see the real keywords, and forwards its arguments unchanged: the facade holds no
+    argument logic of its own. Most are made from the async method itself (`_blocking`),
+    so the two signatures cannot drift; `__init__` and `stream` (which returns a
+    `SyncStream`) restate theirs, and a test compares them with the spec page.
     """
 
     def __init__(
@@ -144,29 +201,15 @@ class Client:
         """What a target's model can do, with provenance. See `AsyncClient.capabilities`."""
         return self._async.capabilities(target)
 
-    def budget(
-        self,
-        messages: MessagesInput,
-        *,
-        target: Target,
-        schema: SchemaSpec | SupportsJSONSchema | Mapping[str, Any] | None = None,
-        tools: Sequence[ToolSpec] = (),
-        sampling: Sampling | None = None,
-        output_reserve_tokens: int | None = None,
-    ) -> ContextBudget:
-        """Compute the context budget for a request without sending it.
+    budget = _direct(
+        AsyncClient.budget,
+        "Compute the context budget for a request without sending it.",
+        "Pure computation: it runs directly on the calling thread.",
+    )
 
-        Pure computation — runs directly on the calling thread. See `AsyncClient.budget`.
-        """
-        return self._async.budget(**call_keywords(locals()))
+    models = _blocking(AsyncClient.models, "List a provider's models.")
 
-    def models(self, provider_id: str) -> Sequence[DiscoveredModel]:
-        """List a provider's models. See `AsyncClient.models`."""
-        return self._call(self._async.models(provider_id))
-
-    def health(self, provider_id: str) -> Health:
-        """Probe a provider's readiness. See `AsyncClient.health`."""
-        return self._call(self._async.health(provider_id))
+    health = _blocking(AsyncClient.health, "Probe a provider's readiness.")
 
     def resolve(self, target: Target) -> ResolvedTarget:
         """Resolve a target string without issuing a request."""
@@ -177,115 +220,28 @@ class Client:
         """The store acquired model weights live in."""
         return self._async.model_store
 
-    def local_catalog(
-        self,
-        provider_id: str | None = None,
-        *,
-        hardware: HardwareProfile | None = None,
-        best_at: str | None = None,
-        posture: Posture = "balanced",
-    ) -> CatalogView:
-        """Browse the local model catalog. See `AsyncClient.local_catalog`."""
-        return self._call(
-            self._async.local_catalog(
-                provider_id, hardware=hardware, best_at=best_at, posture=posture
-            )
-        )
+    local_catalog = _blocking(AsyncClient.local_catalog, "Browse the local model catalog.")
 
-    def acquire_model(
-        self,
-        model_id: str,
-        *,
-        engine: str | None = None,
-        variant_id: str | None = None,
-        hardware: HardwareProfile | None = None,
-        progress: ProgressSink | None = None,
-        prefs: VariantPrefs | None = None,
-        dry_run: bool = False,
-        token: str | None = None,
-    ) -> AcquisitionReport:
-        """Download a catalog model's weights. See `AsyncClient.acquire_model`.
+    acquire_model = _blocking(
+        AsyncClient.acquire_model,
+        "Download a catalog model's weights.",
+        "The progress sink is invoked from the background loop thread, so it must not "
+        "block and must not call back into this client.",
+    )
 
-        The progress sink is invoked from the background loop thread, so it must not
-        block and must not call back into this client.
-        """
-        return self._call(self._async.acquire_model(**call_keywords(locals())))
+    installed_models = _blocking(
+        AsyncClient.installed_models, "Every model acquired into this client's store."
+    )
 
-    def installed_models(self) -> Sequence[StoreEntry]:
-        """Every model acquired into this client's store."""
-        return self._call(self._async.installed_models())
+    locate_model = _blocking(AsyncClient.locate_model, "Find an acquired model on disk.")
 
-    def locate_model(
-        self,
-        model_id: str,
-        *,
-        variant_id: str | None = None,
-        engine: str | None = None,
-        verify: bool = False,
-    ) -> ResolvedModel | None:
-        """Find an acquired model on disk. See `AsyncClient.locate_model`."""
-        return self._call(self._async.locate_model(**call_keywords(locals())))
+    remove_model = _blocking(AsyncClient.remove_model, "Delete an acquired model.")
 
-    def remove_model(self, entry_id: str) -> RemovalReport:
-        """Delete an acquired model. See `AsyncClient.remove_model`."""
-        return self._call(self._async.remove_model(entry_id))
+    generate = _blocking(AsyncClient.generate, "Generate a single result.")
 
-    def generate(
-        self,
-        messages: MessagesInput,
-        *,
-        target: Target | None = None,
-        route: Route | Target | Sequence[Target] | None = None,
-        schema: SchemaSpec | SupportsJSONSchema | Mapping[str, Any] | None = None,
-        tools: Sequence[ToolSpec] = (),
-        tool_choice: ToolChoice = "auto",
-        sampling: Sampling | None = None,
-        reasoning: ReasoningEffort | None = None,
-        timeout_s: float | None = None,
-        repair: Repair | None = None,
-        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
-        metadata: Mapping[str, str] | None = None,
-        max_response_bytes: int | None = None,
-    ) -> Generation:
-        """Generate a single result. See `AsyncClient.generate`."""
-        return self._call(self._async.generate(**call_keywords(locals())))
+    embed = _blocking(AsyncClient.embed, "Embed texts, one vector per input in input order.")
 
-    def embed(
-        self,
-        inputs: str | Sequence[str],
-        *,
-        target: Target | None = None,
-        route: Route | Target | Sequence[Target] | None = None,
-        dimensions: int | None = None,
-        input_type: str | None = None,
-        encoding: EmbedEncoding = "base64",
-        batch_size: int | None = None,
-        concurrency: int | None = None,
-        same_vector_space: bool = False,
-        timeout_s: float | None = None,
-        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> Embeddings:
-        """Embed texts, one vector per input in input order. See `AsyncClient.embed`."""
-        return self._call(self._async.embed(**call_keywords(locals())))
-
-    def rerank(
-        self,
-        query: str,
-        documents: Sequence[str],
-        *,
-        target: Target | None = None,
-        route: Route | Target | Sequence[Target] | None = None,
-        top_n: int | None = None,
-        batch_size: int | None = None,
-        concurrency: int | None = None,
-        same_model: bool = False,
-        timeout_s: float | None = None,
-        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> Reranking:
-        """Rank documents by relevance to a query, best first. See `AsyncClient.rerank`."""
-        return self._call(self._async.rerank(**call_keywords(locals())))
+    rerank = _blocking(AsyncClient.rerank, "Rank documents by relevance to a query, best first.")
 
     def run_tools(
         self,
@@ -300,7 +256,8 @@ class Client:
         """Generate, dispatching tools until the model answers.
 
         See `AsyncClient.run_tools`. Sync tools run in worker threads; async tools run on
-        the client's background loop.
+        the client's background loop. (Restated: the spec gives `tools` another type
+        here than on `AsyncClient`.)
         """
         return self._call(self._async.run_tools(**call_keywords(locals())))
 
