@@ -58,10 +58,10 @@ DEFAULT_CONCURRENCY = 4
 def _documents(documents: Sequence[str]) -> tuple[str, ...]:
     """The call's documents as a tuple of strings."""
     if isinstance(documents, str | bytes | bytearray) or not isinstance(documents, Sequence):
+        hint = " (one string is not a list)" if isinstance(documents, str) else ""
         raise ConfigError(
             f"rerank(): documents must be a sequence of strings, got "
-            f"{type(documents).__name__}"
-            + (" (one string is not a list)" if isinstance(documents, str) else "")
+            f"{type(documents).__name__}{hint}"
         )
     docs = tuple(documents)
     if not docs:

@@ -228,3 +228,10 @@ class Reranking:
 
     def __iter__(self) -> Iterator[RankedDocument]:
         return iter(self.results)
+
+    def __repr__(self) -> str:
+        best = f"{self.results[0].index}@{self.results[0].score:.4g}" if self.results else None
+        return (
+            f"Reranking(count={len(self.results)}, best={best}, target={self.target!r}, "
+            f"search_units={self.search_units}, requests={len(self.batch_targets)})"
+        )

@@ -148,6 +148,8 @@ def test_a_long_list_is_split_merged_by_score_and_cut_after_the_merge(client: An
     assert [a.outcome for a in result.attempts] == ["ok", "ok"]
     assert result.cost_usd is None  # no price for this model
     assert result.timing.total_ms >= 0
+    # The repr stays short whatever the documents: no texts in it.
+    assert repr(result).startswith("Reranking(count=3, best=4@1,") and DOCS[4] not in repr(result)
 
 
 def test_without_top_n_every_document_comes_back_once(client: Any) -> None:
