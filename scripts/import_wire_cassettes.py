@@ -3,9 +3,10 @@
 
     python scripts/import_wire_cassettes.py [--wire FOLDER]   # default: tests/data/wire
 
-Each generation exchange becomes `cassettes/<provider>/shared-wire/<source>__<file>__<n>.yaml`
-with its body decoded to text, so `pytest --anyinfer-conformance` replays real traffic
-through every built-in adapter. The recordings were made by other open-source projects;
+Each generation or embedding exchange becomes
+`cassettes/<provider>/shared-wire/<source>__<file>__<n>.yaml` with its body decoded to
+text, so `pytest --anyinfer-conformance` replays real traffic through every built-in
+adapter. The recordings were made by other open-source projects;
 their licenses are copied beside them (`cassettes/LICENSES/`), as their terms require.
 """
 
@@ -32,6 +33,17 @@ _PROTOCOL_ADAPTER = {
     "gemini": "gemini",
     "openai_responses": "openai-responses",
 }
+
+
+def _embedding_adapter(path: str, host: str) -> str | None:
+    """The adapter for an embedding recording: OpenAI's `/embeddings` (hosted OpenAI to
+    `openai`, other hosts to `openai-compat`) or Ollama's `/api/embed`."""
+    path = path.rstrip("/")
+    if path.endswith("/embeddings"):
+        return "openai" if host == "api.openai.com" else "openai-compat"
+    if path.endswith("/api/embed"):
+        return "ollama"
+    return None
 
 
 def _adapter(protocol: str, host: str) -> str | None:
@@ -66,9 +78,14 @@ def main() -> None:
     written = 0
     for item in wire.interactions(root):
         protocol = item.protocol
-        if protocol is None or item.request.method != "POST":
+        if item.request.method != "POST":
             continue
-        adapter = _adapter(protocol, urlsplit(item.request.uri).hostname or "")
+        host = urlsplit(item.request.uri).hostname or ""
+        if protocol is None:
+            adapter = _embedding_adapter(item.request.path, host)
+            protocol = "embeddings"
+        else:
+            adapter = _adapter(protocol, host)
         if adapter is None:
             continue
         source = item.cassette.relative_to(root).parts[0]

@@ -25,6 +25,7 @@ from .checker import (
     RESULT_AGREEMENT,
     TRAILING_USAGE,
 )
+from .embeddings import EMBED_GUARANTEES
 from .plugin import adapter_entries
 from .runner import MODES, ConformanceFailure, Mode, documented_scripts
 
@@ -47,6 +48,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "anyinfer_adapter" in metafunc.fixturenames:
         from .registry import standing
 
+        if metafunc.function in _EMBEDDING_TESTS:
+            # Every selected adapter whose class embeds, generating or not.
+            embedding = [e for e in adapter_entries(metafunc.config) if _embeds(e)]
+            stands = standing(embedding)
+            embedding = [e for e in embedding if e.name not in stands]
+            metafunc.parametrize("anyinfer_adapter", embedding, ids=[e.name for e in embedding])
+            return
         entries = adapter_entries(metafunc.config)
         stands = standing(entries)
         want = metafunc.function is test_preset_entry
@@ -327,7 +335,16 @@ def test_schema_repair_rerun(anyinfer_harness: Harness) -> None:
         transport.assert_all_used()
 
 
-ENTRY_CHECK = (G1, G2, G3, G4, TRAILING_USAGE, RESULT_AGREEMENT, ONE_REQUEST)
+ENTRY_CHECK = (
+    G1,
+    G2,
+    G3,
+    G4,
+    TRAILING_USAGE,
+    RESULT_AGREEMENT,
+    ONE_REQUEST,
+    *EMBED_GUARANTEES,
+)
 """What `test_preset_entry` checks itself, for an entry standing on another's full run."""
 
 
@@ -401,6 +418,16 @@ def test_preset_entry(
         )
         for name in quirks.drop_fields:
             assert name not in body, f"{entry.name}: {name} sent"
+    if _embeds(entry) and harness.dialect.embedding is not None:
+        # Its embeddings: two batches, each to its own URL's embeddings path.
+        from .embeddings import EmbedHarness, embed_documented_cases
+
+        seen.clear()
+        case = dict(embed_documented_cases(harness.dialect))["dimensions asked"]
+        EmbedHarness(harness).verify(case)
+        assert seen and {(r.url.host, r.url.path) for r in seen} == {
+            (urlsplit(url).hostname, urlsplit(url).path.rstrip("/") + "/embeddings")
+        }, f"{entry.name}: embedding requests went to {[str(r.url) for r in seen]}"
 
 
 class _Filled(dict[str, str]):
@@ -412,3 +439,98 @@ class _Filled(dict[str, str]):
 
     def __missing__(self, key: str) -> str:
         return self.value
+
+
+# --- embeddings ----------------------------------------------------------------------
+
+
+def _embeds(entry: AdapterEntry) -> bool:
+    """Whether the entry's class embeds (`Adapter.serves_embeddings`)."""
+    try:
+        return entry.resolve_class().serves_embeddings()
+    except Exception:  # an unresolvable class is reported by the generation tests
+        return False
+
+
+def _embedding_harness(harness: Harness) -> Any:
+    """The adapter's `EmbedHarness`, or a skip when its dialect scripts no answers."""
+    from .embeddings import EmbedHarness
+
+    if harness.dialect.embedding is None:
+        pytest.skip(
+            f"dialect {harness.dialect.name!r} declares no EmbeddingProfile "
+            "(fakeservers.EmbeddingProfile), so its embedding answers cannot be scripted"
+        )
+    return EmbedHarness(harness)
+
+
+@pytest.mark.anyinfer_conformance(covers=EMBED_GUARANTEES)
+def test_embed_paths(anyinfer_harness: Harness, anyinfer_examples: int) -> None:
+    """`AsyncClient.embed()` and `Client.embed()` (each example draws one) on wire-realistic
+    answers, over the httpx transport: order, count, dimensions, usage, typed errors,
+    nothing lost on a failed batch, retries and fallbacks as the route says."""
+    from .embeddings import realistic_embed_cases
+
+    embedding = _embedding_harness(anyinfer_harness)
+    embedding.check_property(
+        realistic_embed_cases(anyinfer_harness.dialect), max_examples=anyinfer_examples
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=EMBED_GUARANTEES)
+def test_embed_hostile(anyinfer_harness: Harness, anyinfer_examples: int) -> None:
+    """The hostile embedding world: floats where base64 was asked, usage left out, a
+    malformed body, vectors a dimension short, entries missing, indices repeated. Each
+    has one right reading (a result, or a typed failure), checked in full."""
+    from .embeddings import hostile_embed_cases
+
+    embedding = _embedding_harness(anyinfer_harness)
+    embedding.check_property(
+        hostile_embed_cases(anyinfer_harness.dialect),
+        max_examples=max(5, anyinfer_examples // 2),
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=EMBED_GUARANTEES)
+def test_embed_documented(anyinfer_harness: Harness) -> None:
+    """Every documented embedding case once (`embeddings.embed_documented_cases`): each
+    error status, a 429 waited for and one that falls back, a cut, a stall, a malformed
+    body, every broken shape, and a batch failing on both instances."""
+    _embedding_harness(anyinfer_harness).verify_documented()
+
+
+@pytest.mark.anyinfer_conformance(covers=EMBED_GUARANTEES)
+def test_embed_loopback(anyinfer_harness: Harness, anyinfer_examples: int) -> None:
+    """A sample of the realistic embedding cases over a real 127.0.0.1 socket."""
+    from .embeddings import realistic_embed_cases
+
+    embedding = _embedding_harness(anyinfer_harness)
+    embedding.check_property(
+        realistic_embed_cases(anyinfer_harness.dialect),
+        via="server",
+        max_examples=max(2, anyinfer_examples // 10),
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=EMBED_GUARANTEES)
+def test_recorded_embeddings(anyinfer_harness: Harness, anyinfer_cassette_dir: Any) -> None:
+    """Bundled cassettes of this adapter's embedding requests replay through `embed()`:
+    every vector is the recorded one (decoded from the recording itself), in input
+    order, usage is the recorded count, an error status is its typed error."""
+    from .cassettes import replay_embeddings
+
+    folder = anyinfer_cassette_dir / anyinfer_harness.entry.name
+    recordings = sorted(folder.rglob("*.yaml")) if folder.is_dir() else []
+    checked = replay_embeddings(anyinfer_harness, recordings) if recordings else 0
+    if not checked:
+        pytest.skip(f"no bundled embedding cassettes under {folder}")
+
+
+_EMBEDDING_TESTS = (
+    test_embed_paths,
+    test_embed_hostile,
+    test_embed_documented,
+    test_embed_loopback,
+    test_recorded_embeddings,
+)
+"""Parametrized over the adapters whose class embeds."""

@@ -37,6 +37,8 @@ __all__ = [
     "NetworkBlockedError",
     "block_non_loopback",
     "make_vcr",
+    "replay_embeddings",
+    "replay_interactions",
     "scrub_frames",
     "scrub_request",
     "scrub_response",
@@ -344,6 +346,8 @@ def replay_interactions(harness: Any, recordings: list[Path]) -> int:
                 body = None
             if request["method"] != "POST" or not isinstance(body, dict):
                 continue  # discovery and other non-generation traffic
+            if harness.dialect.is_embedding("POST", urlsplit(request["uri"]).path):
+                continue  # replayed by `replay_embeddings`
             stream = bool(body.get("stream"))
             content = response["body"]["string"]
             raw = content.encode() if isinstance(content, str) else bytes(content)
@@ -396,5 +400,124 @@ def replay_interactions(harness: Any, recordings: list[Path]) -> int:
                             merged = merged.merge(e.usage)
                     got = dataclasses.replace(result.usage, cost_usd=None)
                     assert merged.normalized() == got, f"{where}: usage {got} != updates {merged}"
+            checked += 1
+    return checked
+
+
+def replay_embeddings(harness: Any, recordings: list[Path]) -> int:
+    """Replay every embedding request in `recordings` through `harness`'s adapter.
+
+    Each recorded request (one the adapter's dialect routes as an embedding, with inputs
+    it reads: `Dialect.embedding_inputs`) is made again with `embed()` (the recorded
+    inputs, model, `dimensions` and `encoding_format`), and answered with the recorded
+    response. The request sent must carry the recorded inputs. A recorded answer must
+    come back as the vectors the dialect reads from it (`Dialect.read_embedding_answer`,
+    which knows the protocol without the adapter's code), each as float32 and in input
+    order, with the recorded token count or `None` where it has none; a recorded error
+    status must fail typed, with that status.
+
+    Returns:
+        How many interactions were checked.
+
+    Raises:
+        AssertionError: Naming the cassette, the interaction and what broke.
+    """
+    import asyncio
+    from array import array
+
+    import httpx
+    import yaml
+
+    import anyinfer as ai
+
+    dialect = harness.dialect
+    checked = 0
+    for path in recordings:
+        data = yaml.safe_load(path.read_text("utf-8"))
+        for number, interaction in enumerate(data.get("interactions", [])):
+            request, response = interaction["request"], interaction["response"]
+            try:
+                body = json.loads(request.get("body") or "null")
+            except ValueError:
+                body = None
+            inputs = dialect.embedding_inputs(body) if isinstance(body, dict) else None
+            uri_path = urlsplit(request["uri"]).path
+            if request["method"] != "POST" or not inputs:
+                continue
+            if not dialect.is_embedding("POST", uri_path):
+                continue
+            assert isinstance(body, dict)
+            where = f"{path.name} interaction {number}"
+            content = response["body"]["string"]
+            raw = content.encode() if isinstance(content, str) else bytes(content)
+            status = response["status"]["code"]
+            headers = [
+                (k, v)
+                for k, values in response["headers"].items()
+                for v in values
+                if k.lower() not in ("content-encoding", "transfer-encoding", "content-length")
+            ]
+            sent: list[Any] = []
+
+            def answer(
+                request_: httpx.Request,
+                raw: bytes = raw,
+                headers: Any = headers,
+                status: int = status,
+                sent: list[Any] = sent,
+            ) -> httpx.Response:
+                sent.append(json.loads(request_.content or b"null"))
+                return httpx.Response(status, headers=headers, content=raw)
+
+            settings = harness.settings(transport=httpx.MockTransport(answer))
+            model = str(body.get("model") or "recorded")
+            route = ai.Route(f"{harness.entry.name}:{model}", retry=ai.RetryPolicy(max_retries=0))
+            encoding = body.get("encoding_format")
+            kw: dict[str, Any] = {
+                "route": route,
+                "dimensions": body.get("dimensions"),
+                "encoding": encoding if encoding in ("base64", "float") else "float",
+                "batch_size": len(inputs),
+            }
+
+            async def run(
+                settings: Any = settings, inputs: list[str] = inputs, kw: dict[str, Any] = kw
+            ) -> tuple[Any, BaseException | None]:
+                async with ai.AsyncClient([settings], registry=harness._providers) as client:
+                    try:
+                        return await client.embed(inputs, **kw), None
+                    except Exception as exc:
+                        return None, exc
+
+            result, error = asyncio.run(run())
+            assert len(sent) == 1, f"{where}: {len(sent)} requests for one recorded batch"
+            assert dialect.embedding_inputs(sent[0]) == inputs, (
+                f"{where}: the request carried {dialect.embedding_inputs(sent[0])!r}, the "
+                f"recording {inputs!r}"
+            )
+            if status >= 400:
+                assert isinstance(error, ai.AllTargetsFailedError), (
+                    f"{where}: a recorded HTTP {status} must fail typed; got "
+                    f"{'a result' if error is None else repr(error)}"
+                )
+                last = error.attempts[-1].error if error.attempts else None
+                assert last is not None and last.http_status == status, (
+                    f"{where}: the attempt error {last!r} does not carry HTTP {status}"
+                )
+            else:
+                assert error is None, f"{where}: the recorded answer failed: {error!r}"
+                recorded = dialect.read_embedding_answer(json.loads(raw))
+                assert recorded is not None, f"{where}: {dialect.name} cannot read the answer"
+                vectors, tokens = recorded
+                want = [array("f", v) for v in vectors]
+                assert len(result.vectors) == len(inputs) == len(want), (
+                    f"{where}: {len(result.vectors)} vectors for {len(inputs)} inputs"
+                )
+                for i, (got, expected) in enumerate(zip(result.vectors, want, strict=True)):
+                    assert got == expected, f"{where}: vector {i} is not the recorded one"
+                assert result.dimensions == len(want[0]), f"{where}: dimensions"
+                assert result.usage.input_tokens == tokens, (
+                    f"{where}: usage {result.usage.input_tokens!r}, recorded {tokens!r}"
+                )
             checked += 1
     return checked

@@ -177,6 +177,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.getini(INI_ADAPTERS) or []
     )
     config.stash[_STATE] = _State(selected=selected, examples_option=_examples_option(config))
+    config.pluginmanager.register(_RetrievalMatrix(), "anyinfer-conformance-retrieval-matrix")
 
 
 # --- collection ----------------------------------------------------------------------
@@ -457,3 +458,53 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     examples = state.examples_option or settings().max_examples
     where = f", hypothesis profile {profile!r}" if profile else ""
     tr.write_line(f"examples per property: {examples}{where}")
+
+
+class _RetrievalMatrix:
+    """Prints the embedding (and rerank) matrix after the generation one."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(
+        self, terminalreporter: Any, exitstatus: int, config: pytest.Config
+    ) -> None:
+        """The adapter x embedding-guarantee matrix, for every selected adapter whose
+        class embeds (`n/a` in the columns of an operation it does not serve)."""
+        state = config.stash.get(_STATE, None)
+        if state is None or not state.entries or config.option.collectonly:
+            return
+        from .embeddings import EMBED_GUARANTEES, EMBED_SHORT_NAMES
+        from .registry import standing
+
+        rows: list[tuple[AdapterEntry, bool]] = []
+        for entry in state.entries:
+            try:
+                embeds = entry.resolve_class().serves_embeddings()
+            except Exception:  # unresolvable: the generation matrix reports it
+                continue
+            if embeds:
+                rows.append((entry, embeds))
+        if not rows:
+            return
+        stands = standing([entry for entry, _ in rows])
+        names = [entry.name for entry, _ in rows]
+        first = max(len("adapter"), *(len(n) for n in names)) + 2
+        labels = [EMBED_SHORT_NAMES[g] for g in EMBED_GUARANTEES]
+        widths = [max(len(label), 4) + 2 for label in labels]
+        tr = terminalreporter
+        tr.section("anyinfer conformance: embeddings x guarantee")
+        header = "adapter".ljust(first) + "".join(lb.ljust(w) for lb, w in zip(labels, widths))
+        tr.write_line(header.rstrip())
+        for entry, _embeds in rows:
+            cells = _row(state, entry.name, stands.get(entry.name), EMBED_GUARANTEES)
+            line = entry.name.ljust(first) + "".join(c.ljust(w) for c, w in zip(cells, widths))
+            if entry.name in stands:
+                line = line.rstrip() + f"  (as {stands[entry.name]})"
+            bad = "FAIL" in cells or "error" in cells
+            tr.write_line(line.rstrip(), red=bad, green=not bad and "ok" in cells)
+        tr.write_line("")
+        tr.write_line("  ".join(f"{EMBED_SHORT_NAMES[g]} = {g}" for g in EMBED_GUARANTEES))
+        tr.write_line(
+            "ok: held in every example; FAIL: broken (see the report above); error: the test "
+            "failed for another reason; skip: the dialect scripts no embedding answers or "
+            "no cassette; -: not reached"
+        )

@@ -123,7 +123,9 @@ _CONTENT = (ai.TextDelta, ai.ReasoningDelta, ai.ToolCallDelta)
 class TransportFactory(Protocol):
     """Builds the fake transport for one script (the `anyinfer_fake_transport` fixture)."""
 
-    def __call__(self, dialect: Dialect, scripts: Sequence[Script]) -> FakeTransport: ...
+    def __call__(
+        self, dialect: Dialect, scripts: Sequence[Script] | Callable[[httpx.Request], Script]
+    ) -> FakeTransport: ...
 
 
 class ServerFactory(Protocol):
@@ -462,8 +464,10 @@ def documented_scripts(dialect: Dialect) -> list[tuple[str, Script]]:
     return cases
 
 
-def _default_transport(dialect: Dialect, scripts: Sequence[Script]) -> FakeTransport:
-    return FakeTransport(dialect, list(scripts))
+def _default_transport(
+    dialect: Dialect, scripts: Sequence[Script] | Callable[[httpx.Request], Script]
+) -> FakeTransport:
+    return FakeTransport(dialect, scripts if callable(scripts) else list(scripts))
 
 
 def _default_server(

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from ._plan import Action, Disconnect, Stall, Write, error_answer, plan, provider_error_at
 from ._script import (
+    EmbedBreak,
+    EmbedShape,
     Fault,
     FaultKind,
     Frame,
@@ -40,6 +42,7 @@ from .dialects import (
     AnthropicDialect,
     AzureOpenAIDialect,
     Dialect,
+    EmbeddingProfile,
     GeminiDialect,
     GeminiJSONArrayDialect,
     InStreamError,
@@ -59,6 +62,9 @@ __all__ = [
     "AzureOpenAIDialect",
     "Dialect",
     "Disconnect",
+    "EmbedBreak",
+    "EmbedShape",
+    "EmbeddingProfile",
     "FakeServer",
     "FakeTransport",
     "Fault",

@@ -84,7 +84,8 @@ def answer(
     The one rule both servers (loopback and transport) follow: the dialect's refusal of
     the body first (`request_fault`, `embedding_fault_at`), then the script's status or
     provider-error fault (`error_answer`), else the dialect's rendering of the script
-    (`render`, streamed when the request asks for it) or of the embeddings.
+    (`render`, streamed when the request asks for it) or of the embeddings, shaped by
+    the script's `embedding` (`render_embedding_answer`).
 
     A rerank request goes the same way: refused by `rerank_fault`, answered by
     `render_rerank`.
@@ -100,7 +101,7 @@ def answer(
     if fault is not None:
         return dialect.render_error(fault), True
     if kind == "embedding":
-        return dialect.render_embeddings_at(path, payload), False
+        return dialect.render_embedding_answer(path, payload, script.embedding), False
     if kind == "rerank":
         return dialect.render_rerank(payload), False
     return dialect.render(script, stream=stream), False

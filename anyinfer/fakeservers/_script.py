@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "EmbedBreak",
+    "EmbedShape",
     "Fault",
     "FaultKind",
     "Frame",
@@ -131,6 +133,43 @@ class Fault:
     code: str | None = None
 
 
+EmbedBreak = Literal["wrong_dimensions", "missing_entry", "duplicate_index"]
+"""A hostile embedding answer no real provider sends (see `EmbedShape.broken`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedShape:
+    """How one embedding answer is shaped: what real answers differ in, and labelled
+    hostile shapes.
+
+    The vectors themselves are the fake's (`dialects._embeddings.fake_vector` of each
+    input, at the request's `dimensions` or else `native_dimensions`) and so are the
+    token counts (`dialects._embeddings.token_count`): a checker knows, from the inputs
+    alone, what every vector and count must be.
+
+    Attributes:
+        order_seed: List the entries in a shuffled order (seeded), each carrying its
+            input's index; `None` keeps input order. Only protocols whose entries
+            carry an index can (`EmbeddingProfile.indexed`); others ignore it.
+        native_dimensions: The model's vector length when the request asks for none.
+        usage: Whether the answer reports token usage.
+        floats: Send JSON numbers even when the request asked for base64 (a server
+            that ignores `encoding_format`): odd but legal, with one right reading.
+        broken: A hostile shape no real answer has, which a reader must refuse with a
+            typed error: `wrong_dimensions` (one vector a value short, or one long
+            when it has a single value), `missing_entry` (one entry left out),
+            `duplicate_index` (one entry carries another's index).
+        broken_at: Which entry (modulo the entry count) `broken` hits.
+    """
+
+    order_seed: int | None = None
+    native_dimensions: int = 256
+    usage: bool = True
+    floats: bool = False
+    broken: EmbedBreak | None = None
+    broken_at: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class Script:
     """One scripted provider response.
@@ -153,6 +192,8 @@ class Script:
         multiline_data: Split each server-sent event's JSON payload over two `data:`
             lines (legal SSE: a reader joins them with a newline, which is JSON
             whitespace). Only dialects that stream server-sent events apply it.
+        embedding: How an embedding request's answer is shaped (`EmbedShape`); `None`
+            answers the fake's plain shape. Generation requests ignore it.
     """
 
     pieces: tuple[Piece, ...] = ()
@@ -166,6 +207,7 @@ class Script:
     model: str = "fake-model"
     line_ending: LineEnding = "lf"
     multiline_data: bool = False
+    embedding: EmbedShape | None = None
 
     @property
     def text(self) -> str:

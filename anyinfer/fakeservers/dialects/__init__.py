@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ._base import (
     Dialect,
+    EmbeddingProfile,
     InStreamError,
     WireProfile,
     dialect_names,
@@ -34,6 +35,7 @@ __all__ = [
     "CohereV2Dialect",
     "BedrockConverseDialect",
     "Dialect",
+    "EmbeddingProfile",
     "GeminiDialect",
     "GeminiJSONArrayDialect",
     "InStreamError",

@@ -14,12 +14,22 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
-from .._script import Fault, Frame, LineEnding, Rendered, Script, UsagePlacement
+from .._script import (
+    EmbedBreak,
+    EmbedShape,
+    Fault,
+    Frame,
+    LineEnding,
+    Rendered,
+    Script,
+    UsagePlacement,
+)
 
 __all__ = [
     "Dialect",
+    "EmbeddingProfile",
     "InStreamError",
     "WireProfile",
     "dialect_names",
@@ -98,6 +108,34 @@ class WireProfile:
     tool_call_id_prefix: str = "call_"
 
 
+@dataclass(frozen=True, slots=True)
+class EmbeddingProfile:
+    """What one provider's embedding answers really look like: the realistic world of
+    `anyinfer.conformance.embeddings`, which scripts answers (`EmbedShape`) inside it.
+
+    A dialect that declares one must implement `embedding_inputs` and
+    `render_embedding_answer`; the conformance suite then checks every adapter speaking
+    it whose class `serves_embeddings()`.
+
+    Attributes:
+        indexed: Each entry carries its input's index, and the protocol lets entries
+            come in any order (OpenAI's guide says a response may not list them in
+            the order of the inputs and to match them back by `index`).
+        encodings: The vector encodings the protocol answers in, as the request
+            chooses (`"float"`, `"base64"`).
+        usage: Whether answers report token usage: `"always"`, `"sometimes"` (a real
+            answer may leave it out) or `"never"`.
+        dimensions: Whether a request may ask for shorter vectors.
+        breaks: The hostile shapes (`EmbedShape.broken`) the protocol can express.
+    """
+
+    indexed: bool = False
+    encodings: tuple[str, ...] = ("float",)
+    usage: Literal["always", "sometimes", "never"] = "always"
+    dimensions: bool = True
+    breaks: tuple[EmbedBreak, ...] = ("wrong_dimensions", "missing_entry")
+
+
 _LINE_ENDINGS: dict[str, bytes] = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}
 
 
@@ -163,6 +201,9 @@ class Dialect(ABC):
     content_type: str = "text/event-stream"
     profile: WireProfile = WireProfile()
     """What the real provider sends (see `WireProfile`)."""
+    embedding: EmbeddingProfile | None = None
+    """What the real provider's embedding answers look like (see `EmbeddingProfile`);
+    `None` when the conformance suite scripts no embedding answers for this dialect."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -407,6 +448,40 @@ class Dialect(ABC):
         """`render_embeddings` for a request at `path` (what the servers call); see
         `embedding_fault_at`."""
         return self.render_embeddings(request_json)
+
+    def embedding_inputs(self, request_json: Any) -> list[str] | None:
+        """The texts an embedding request asks for, in order, or `None` when the body
+        has none this protocol reads (the conformance harness tells batches apart by
+        them). No protocol's by default."""
+        return None
+
+    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
+        """Read a (recorded) answer of this protocol back: its vectors in input order and
+        its token count (`None` where it reports none). The conformance suite checks
+        replayed cassettes against this reading, made without the adapter's code.
+
+        Returns:
+            The vectors and count, or `None` when this dialect cannot read one.
+        """
+        return None
+
+    def render_embedding_answer(
+        self, path: str, request_json: Any, shape: EmbedShape | None
+    ) -> Rendered:
+        """The answer to an embedding request, shaped by the script's `shape`.
+
+        What the servers call. `None` is the plain answer (`render_embeddings_at`). A
+        dialect that declares an `embedding` profile overrides this to render any shape
+        inside it: the fake's vectors and token counts
+        (`dialects._embeddings.embedding_rows` computes them, shape applied), in its
+        protocol's fields.
+
+        Raises:
+            NotImplementedError: For a shape, from a dialect that renders none.
+        """
+        if shape is None:
+            return self.render_embeddings_at(path, request_json)
+        raise NotImplementedError(f"the {self.name} dialect renders no scripted embedding shape")
 
     def is_models(self, method: str, path: str) -> bool:
         """Whether a request lists models; by default `GET …/models`.

@@ -23,20 +23,27 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import random
 import re
 import struct
+from dataclasses import dataclass
 from typing import Any
 
-from .._script import Fault, Frame, Rendered
+from .._script import EmbedShape, Fault, Frame, Rendered
 
 __all__ = [
     "DEFAULT_DIMENSIONS",
+    "EmbeddingRows",
+    "embedding_rows",
+    "embedding_texts",
     "fake_vector",
     "float32_json",
     "ollama_embed_fault",
     "ollama_embed_payload",
     "openai_embeddings_fault",
     "openai_embeddings_payload",
+    "read_ollama_embeddings",
+    "read_openai_embeddings",
     "token_count",
 ]
 
@@ -93,6 +100,54 @@ def float32_json(value: float) -> float:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class EmbeddingRows:
+    """One embedding answer's content, protocol-neutral, shape applied.
+
+    Attributes:
+        entries: `(index, vector)` pairs in the order the wire lists them.
+        tokens: The token count to report, or `None` to report none.
+        floats: Send JSON numbers even if the request asked for base64.
+    """
+
+    entries: tuple[tuple[int, list[float]], ...]
+    tokens: int | None
+    floats: bool = False
+
+
+def embedding_rows(
+    texts: list[str], dimensions: int | None, shape: EmbedShape | None, *, indexed: bool
+) -> EmbeddingRows:
+    """The fake's answer to `texts`: every dialect renders its embeddings from this, so
+    a checker can work out each vector and count from the inputs alone.
+
+    Args:
+        texts: The request's inputs, in order.
+        dimensions: The dimensions the request asked for, if any.
+        shape: The script's `EmbedShape` (`None`: the plain answer, in order, usage
+            reported, `DEFAULT_DIMENSIONS` long).
+        indexed: Whether the protocol's entries carry an index (only then may they be
+            listed out of order, or one carry another's index).
+    """
+    shape = shape or EmbedShape(native_dimensions=DEFAULT_DIMENSIONS)
+    dims = dimensions or shape.native_dimensions
+    entries = [(i, fake_vector(t, dims)) for i, t in enumerate(texts)]
+    if indexed and shape.order_seed is not None:
+        random.Random(shape.order_seed).shuffle(entries)
+    if shape.broken is not None and entries:
+        k = shape.broken_at % len(entries)
+        index, vec = entries[k]
+        if shape.broken == "wrong_dimensions":
+            entries[k] = (index, vec[:-1] if len(vec) > 1 else [*vec, 0.0])
+        elif shape.broken == "missing_entry":
+            del entries[k]
+        elif indexed:  # duplicate_index: another entry's index (past the end when alone)
+            other = entries[(k + 1) % len(entries)][0] if len(entries) > 1 else len(entries)
+            entries[k] = (other, vec)
+    tokens = sum(token_count(t) for t in texts) if shape.usage else None
+    return EmbeddingRows(tuple(entries), tokens, shape.floats)
+
+
 def _bad(message: str) -> Fault:
     return Fault("status", status=400, message=message, code="invalid_request_error")
 
@@ -115,27 +170,31 @@ def openai_embeddings_fault(request_json: Any) -> Fault | None:
     return None
 
 
-def openai_embeddings_payload(request_json: dict[str, Any]) -> dict[str, Any]:
-    """The JSON body OpenAI answers an (accepted) embeddings request with."""
-    texts = _inputs(request_json) or []
-    dims = _dimensions(request_json) or DEFAULT_DIMENSIONS
-    as_base64 = request_json.get("encoding_format") == "base64"
+def openai_embeddings_payload(
+    request_json: dict[str, Any], shape: EmbedShape | None = None
+) -> dict[str, Any]:
+    """The JSON body OpenAI answers an (accepted) embeddings request with, shaped by
+    `shape` (see `embedding_rows`); without one, every entry in input order."""
+    rows = embedding_rows(
+        _inputs(request_json) or [], _dimensions(request_json), shape, indexed=True
+    )
+    as_base64 = request_json.get("encoding_format") == "base64" and not rows.floats
     data = []
-    for i, text in enumerate(texts):
-        vec = fake_vector(text, dims)
+    for index, vec in rows.entries:
         embedding: Any
         if as_base64:
             embedding = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode("ascii")
         else:
             embedding = [float32_json(v) for v in vec]
-        data.append({"object": "embedding", "index": i, "embedding": embedding})
-    tokens = sum(token_count(t) for t in texts)
-    return {
+        data.append({"object": "embedding", "index": index, "embedding": embedding})
+    payload: dict[str, Any] = {
         "object": "list",
         "data": data,
         "model": str(request_json.get("model", "")),
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }
+    if rows.tokens is not None:
+        payload["usage"] = {"prompt_tokens": rows.tokens, "total_tokens": rows.tokens}
+    return payload
 
 
 def ollama_embed_fault(request_json: Any) -> Fault | None:
@@ -145,17 +204,60 @@ def ollama_embed_fault(request_json: Any) -> Fault | None:
     return None
 
 
-def ollama_embed_payload(request_json: dict[str, Any]) -> dict[str, Any]:
-    """The JSON body Ollama answers an (accepted) `/api/embed` request with."""
-    texts = _inputs(request_json) or []
-    dims = _dimensions(request_json) or DEFAULT_DIMENSIONS
-    return {
+def ollama_embed_payload(
+    request_json: dict[str, Any], shape: EmbedShape | None = None
+) -> dict[str, Any]:
+    """The JSON body Ollama answers an (accepted) `/api/embed` request with, shaped by
+    `shape` (see `embedding_rows`; its entries carry no index). A count left out is
+    `omitempty` at work, as in Ollama's Go response type."""
+    rows = embedding_rows(
+        _inputs(request_json) or [], _dimensions(request_json), shape, indexed=False
+    )
+    payload: dict[str, Any] = {
         "model": str(request_json.get("model", "")),
-        "embeddings": [[float32_json(v) for v in fake_vector(t, dims)] for t in texts],
+        "embeddings": [[float32_json(v) for v in vec] for _index, vec in rows.entries],
         "total_duration": 14_143_917,
         "load_duration": 1_019_500,
-        "prompt_eval_count": sum(token_count(t) for t in texts),
     }
+    if rows.tokens is not None:
+        payload["prompt_eval_count"] = rows.tokens
+    return payload
+
+
+def read_openai_embeddings(payload: Any) -> tuple[list[list[float]], int | None] | None:
+    """An OpenAI embeddings answer read back: `data[].embedding` (numbers, or base64 of
+    little-endian float32) put in order by `index`, and `usage.prompt_tokens`."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list):
+        return None
+    placed: dict[int, list[float]] = {}
+    for position, item in enumerate(data):
+        value = item.get("embedding") if isinstance(item, dict) else None
+        index = item.get("index", position) if isinstance(item, dict) else position
+        if isinstance(value, str):
+            raw = base64.b64decode(value)
+            placed[index] = list(struct.unpack(f"<{len(raw) // 4}f", raw))
+        elif isinstance(value, list):
+            placed[index] = [float(v) for v in value]
+        else:
+            return None
+    usage = payload.get("usage")
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return [placed[i] for i in sorted(placed)], tokens if isinstance(tokens, int) else None
+
+
+def read_ollama_embeddings(payload: Any) -> tuple[list[list[float]], int | None] | None:
+    """An Ollama `/api/embed` answer read back: `embeddings` and `prompt_eval_count`."""
+    rows = payload.get("embeddings") if isinstance(payload, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+        return None
+    tokens = payload.get("prompt_eval_count")
+    return [[float(v) for v in r] for r in rows], tokens if isinstance(tokens, int) else None
+
+
+def embedding_texts(request_json: Any) -> list[str] | None:
+    """The inputs of an OpenAI or Ollama embedding body (`input`: a string or strings)."""
+    return _inputs(request_json)
 
 
 def rendered_json(body: bytes, content_type: str, malformed: bytes) -> Rendered:

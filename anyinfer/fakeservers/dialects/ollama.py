@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._script import (
+    EmbedShape,
     Fault,
     Frame,
     Piece,
@@ -42,7 +43,7 @@ from .._script import (
     Text,
     ToolFragment,
 )
-from ._base import Dialect, InStreamError, WireProfile, json_bytes
+from ._base import Dialect, EmbeddingProfile, InStreamError, WireProfile, json_bytes
 from ._ids import ScriptIds
 
 __all__ = ["OllamaDialect"]
@@ -139,6 +140,15 @@ class OllamaDialect(Dialect):
         line_endings=("lf",),
         text_with_tools=True,
         max_tool_calls=3,
+    )
+    embedding = EmbeddingProfile(
+        # `/api/embed` answers `embeddings` in input order, without indices, as JSON
+        # numbers; `prompt_eval_count` is on every answer of the API docs' examples.
+        indexed=False,
+        encodings=("float",),
+        usage="always",
+        dimensions=True,
+        breaks=("wrong_dimensions", "missing_entry"),
     )
 
     # --- rendering -----------------------------------------------------------------
@@ -335,9 +345,28 @@ class OllamaDialect(Dialect):
 
     def render_embeddings(self, request_json: Any) -> Rendered:
         """Ollama's `/api/embed` answer, encoded as Go encodes it."""
+        return self.render_embedding_answer("", request_json, None)
+
+    def embedding_inputs(self, request_json: Any) -> list[str] | None:
+        """The body's `input` (one string or a list of them)."""
+        from ._embeddings import embedding_texts
+
+        return embedding_texts(request_json)
+
+    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
+        """`read_ollama_embeddings` (see `dialects._embeddings`)."""
+        from ._embeddings import read_ollama_embeddings
+
+        return read_ollama_embeddings(payload)
+
+    def render_embedding_answer(
+        self, path: str, request_json: Any, shape: EmbedShape | None
+    ) -> Rendered:
+        """Ollama's `/api/embed` answer, shaped by `shape` (in input order: its entries
+        carry no index), encoded as Go encodes it."""
         from ._embeddings import ollama_embed_payload, rendered_json
 
-        body = go_json(ollama_embed_payload(request_json))
+        body = go_json(ollama_embed_payload(request_json, shape))
         return rendered_json(body, "application/json; charset=utf-8", self.malformed_body())
 
     def wants_stream(self, request_json: Any) -> bool:

@@ -40,8 +40,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._script import Fault, Frame, Rendered, Script, ScriptUsage, Text, ToolFragment
-from ._base import Dialect, InStreamError, WireProfile, json_bytes
+from .._script import (
+    EmbedShape,
+    Fault,
+    Frame,
+    Rendered,
+    Script,
+    ScriptUsage,
+    Text,
+    ToolFragment,
+)
+from ._base import Dialect, EmbeddingProfile, InStreamError, WireProfile, json_bytes
 from ._ids import HEX, ScriptIds
 from ._parts import chat_part_problem
 
@@ -114,6 +123,17 @@ class OpenAIChatDialect(Dialect):
         line_endings=("lf",),
         text_with_tools=True,
         max_tool_calls=3,
+    )
+    embedding = EmbeddingProfile(
+        # Every `data[]` entry carries `index`, and OpenAI's rate-limit guide says a
+        # response may not list results in the order of the inputs, to match them back
+        # by index. `usage` is on every recorded answer; `encoding_format` picks floats
+        # or base64 of little-endian float32 (the openai SDK's default).
+        indexed=True,
+        encodings=("float", "base64"),
+        usage="always",
+        dimensions=True,
+        breaks=("wrong_dimensions", "missing_entry", "duplicate_index"),
     )
 
     # --- rendering -----------------------------------------------------------------
@@ -366,9 +386,28 @@ class OpenAIChatDialect(Dialect):
 
     def render_embeddings(self, request_json: Any) -> Rendered:
         """OpenAI's embeddings list (float arrays, or base64 float32 when asked)."""
+        return self.render_embedding_answer("", request_json, None)
+
+    def embedding_inputs(self, request_json: Any) -> list[str] | None:
+        """The body's `input` (one string or a list of them)."""
+        from ._embeddings import embedding_texts
+
+        return embedding_texts(request_json)
+
+    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
+        """`read_openai_embeddings` (see `dialects._embeddings`)."""
+        from ._embeddings import read_openai_embeddings
+
+        return read_openai_embeddings(payload)
+
+    def render_embedding_answer(
+        self, path: str, request_json: Any, shape: EmbedShape | None
+    ) -> Rendered:
+        """OpenAI's embeddings list, shaped by `shape` (entries in any order, each with
+        its `index`; `usage` left out when the shape reports none)."""
         from ._embeddings import openai_embeddings_payload, rendered_json
 
-        body = json_bytes(openai_embeddings_payload(request_json))
+        body = json_bytes(openai_embeddings_payload(request_json, shape))
         return rendered_json(body, "application/json", self.malformed_body())
 
 
