@@ -36,12 +36,20 @@ from .._client.validate import need_int, need_number
 from .._errors import AnyInferError, ConfigError, ProtocolError
 from .._types import AttemptRecord, ResolvedTarget, Timing
 from ._observe import Billed, check_metadata, reporter, unary_instrument
-from ._route import all_or_nothing, ms_since, priced, refuse_mixed_models, timed, walk
+from ._route import (
+    adapter_class,
+    all_or_nothing,
+    ms_since,
+    notes,
+    priced,
+    refuse_mixed_models,
+    route_one,
+)
 from ._runner import _summed, split_batches
 from ._types import RankedDocument, Reranking, RerankReply, RerankRequest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from .._adapters.base import Adapter
     from .._client.health import Breakers
@@ -210,7 +218,7 @@ class RerankRunner:
                 "ranking served or merged from it would silently mix them",
             )
         for t in targets:
-            if not self._class_of(t).serves_rerank():
+            if not adapter_class(self._targets, t).serves_rerank():
                 raise ConfigError(
                     f"rerank(): {t} cannot rerank: its provider ({t.provider_id}) has no "
                     "reranking support in AnyInfer",
@@ -288,13 +296,8 @@ class RerankRunner:
         )
         return result
 
-    def _class_of(self, target: ResolvedTarget) -> type[Adapter]:
-        """The adapter class serving `target` (nothing is built or resolved)."""
-        settings = self._targets.settings_for(target.provider)
-        return self._targets.registry.adapter_class(settings.provider_id)
-
     def _max_documents(self, target: ResolvedTarget) -> int:
-        return max(1, int(self._class_of(target).rerank_max_documents))
+        return max(1, int(adapter_class(self._targets, target).rerank_max_documents))
 
     async def _route_request(
         self,
@@ -305,20 +308,20 @@ class RerankRunner:
         trail: list[AttemptRecord],
         report: Callable[[AttemptRecord, Billed | None], None] | None = None,
     ) -> tuple[RerankReply, ResolvedTarget]:
-        """One request's walk over the route (`_route.walk`)."""
-
-        async def attempt(target: ResolvedTarget) -> RerankReply:
-            options = provider_options.get(target.provider) or provider_options.get(
-                target.provider_id, {}
-            )
-            request = replace(base, model=target.model, provider_options=dict(options))
-            adapter = self._targets.adapter(target.provider)
-            reply = await timed(adapter.rerank(request), request.timeout_s, target, "rerank")
-            check_reply(reply, request, target)
-            return reply
-
-        return await walk(
-            route, targets, self._breakers, attempt, trail, what="rerank()", on_record=report
+        """One request's walk over the route (`_route.route_one`)."""
+        return await route_one(
+            self._targets,
+            self._breakers,
+            route,
+            targets,
+            base,
+            provider_options,
+            trail,
+            send=_send,
+            check=check_reply,
+            what="rerank()",
+            kind="rerank",
+            on_record=report,
         )
 
     def _assemble(
@@ -329,14 +332,7 @@ class RerankRunner:
         started: float,
         trail: list[AttemptRecord],
     ) -> Reranking:
-        warnings: list[str] = []
-        phases: dict[str, float] = {}
-        for reply, _target in results:
-            for w in reply.warnings:
-                if w not in warnings:
-                    warnings.append(w)
-            for name, ms in reply.phases.items():
-                phases[name] = phases.get(name, 0.0) + ms
+        warnings, phases = notes(reply for reply, _ in results)
         usages = [reply.usage for reply, _ in results]
         served = [target for _, target in results]
         units = [reply.search_units for reply, _ in results]
@@ -354,5 +350,9 @@ class RerankRunner:
             search_units=None if None in units else sum(u for u in units if u is not None),
             attempts=tuple(trail),
             batch_targets=tuple(served),
-            warnings=tuple(warnings),
+            warnings=warnings,
         )
+
+
+def _send(adapter: Adapter, request: RerankRequest) -> Awaitable[RerankReply]:
+    return adapter.rerank(request)

@@ -17,16 +17,19 @@ Three rules the unary operations share live here too: `refuse_mixed_models` (a f
 to another model is refused before dispatch, since vectors and relevance scores of
 different models are not comparable), `all_or_nothing` (a call's requests run
 concurrently within a limit, and the first failure stops the call: no partial result),
-and `priced` (each request priced at the target that served it).
+and `priced` (each request priced at the target that served it). `route_one` is one
+request's attempt over the route (options for the target's provider, the adapter call
+under the timeout, the reply's checks, `walk`), and `notes` merges the replies'
+warnings and phases, for both runners.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._errors import AllTargetsFailedError, AnyInferError, ConfigError, ProviderTimeoutError
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
@@ -34,18 +37,24 @@ from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
 if TYPE_CHECKING:
     from decimal import Decimal
 
+    from .._adapters.base import Adapter
     from .._client.health import Breakers
     from .._client.route import Route
     from .._client.targets import Targets
+    from ._types import EmbedRequest, RerankRequest
 
 __all__ = [
+    "Noted",
     "Phased",
+    "adapter_class",
     "all_or_nothing",
     "exhausted",
     "ms_since",
+    "notes",
     "priced",
     "refuse_mixed_models",
     "request_cost",
+    "route_one",
     "sealed",
     "timed",
     "walk",
@@ -53,6 +62,7 @@ __all__ = [
 
 R = TypeVar("R", bound="Phased")
 T = TypeVar("T")
+Q = TypeVar("Q", "EmbedRequest", "RerankRequest")
 
 
 class Phased(Protocol):
@@ -60,6 +70,13 @@ class Phased(Protocol):
 
     @property
     def phases(self) -> Mapping[str, float]: ...
+
+
+class Noted(Phased, Protocol):
+    """A reply that carries non-fatal notices and sub-timings."""
+
+    @property
+    def warnings(self) -> tuple[str, ...]: ...
 
 
 async def walk(
@@ -300,3 +317,71 @@ def priced(
             return usage
         total += cost
     return replace(usage, cost_usd=total)
+
+
+def adapter_class(targets: Targets, target: ResolvedTarget) -> type[Adapter]:
+    """The adapter class serving `target` (nothing is built or resolved)."""
+    settings = targets.settings_for(target.provider)
+    return targets.registry.adapter_class(settings.provider_id)
+
+
+async def route_one(
+    targets: Targets,
+    breakers: Breakers,
+    route: Route,
+    resolved: Sequence[ResolvedTarget],
+    base: Q,
+    provider_options: Mapping[str, Mapping[str, Any]],
+    trail: list[AttemptRecord],
+    *,
+    send: Callable[[Adapter, Q], Awaitable[R]],
+    check: Callable[[R, Q, ResolvedTarget], None],
+    what: str,
+    kind: str,
+    on_record: Callable[[AttemptRecord, R | None], None] | None = None,
+) -> tuple[R, ResolvedTarget]:
+    """One request's walk over the route (`walk`).
+
+    Each attempt sends `base` for the target's model, with the call's `provider_options`
+    for the target's instance (else its provider id), through `send` under the
+    request's timeout, and checks the reply with `check` (which raises a typed error
+    for a reply that breaks the operation's guarantees).
+
+    Args:
+        targets: Adapters of the client.
+        breakers: The client's circuit breakers.
+        route: The route's decisions.
+        resolved: Its targets, in fallback order.
+        base: The request, before the target's model and options.
+        provider_options: Extra body fields per provider id.
+        trail: Receives every attempt.
+        send: Calls the adapter (`Adapter.embed`, `Adapter.rerank`).
+        check: The reply's guarantees.
+        what: The call, for messages (`"rerank()"`).
+        kind: The request, for a timeout's message (`"rerank"`).
+        on_record: Telemetry for each attempt (see `walk`).
+    """
+
+    async def attempt(target: ResolvedTarget) -> R:
+        options = provider_options.get(target.provider) or provider_options.get(
+            target.provider_id, {}
+        )
+        request = replace(base, model=target.model, provider_options=dict(options))
+        adapter = targets.adapter(target.provider)
+        reply = await timed(send(adapter, request), request.timeout_s, target, kind)
+        check(reply, request, target)
+        return reply
+
+    return await walk(route, resolved, breakers, attempt, trail, what=what, on_record=on_record)
+
+
+def notes(replies: Iterable[Noted]) -> tuple[tuple[str, ...], dict[str, float]]:
+    """The replies' warnings (each once, in the order first seen) and their phases
+    summed by name."""
+    warnings: dict[str, None] = {}
+    phases: dict[str, float] = {}
+    for reply in replies:
+        warnings.update(dict.fromkeys(reply.warnings))
+        for name, ms in reply.phases.items():
+            phases[name] = phases.get(name, 0.0) + ms
+    return tuple(warnings), phases
