@@ -913,9 +913,15 @@ def _doctor_hosted(show_all: bool) -> tuple[list[dict[str, Any]], int]:
                 "key_set": key_set,
                 "key_problem": problem,
                 "key_needed": _key_needed(cls, settings),
+                "serves": list(cls.operations()),
             }
         )
     return rows, hidden
+
+
+def _serves_note(serves: Sequence[str]) -> str:
+    """` (embed, rerank only)` for a provider that does not generate, else nothing."""
+    return "" if "generate" in serves else f" ({', '.join(serves) or 'nothing'} only)"
 
 
 def _doctor_custom() -> list[dict[str, Any]]:
@@ -976,6 +982,7 @@ def _doctor_engines(timeout: float, probe: bool) -> list[dict[str, Any]]:
 
     registry = ai.default_registry()
     groups: dict[str, list[str]] = {}
+    serves: dict[str, list[str]] = {}
     keyless: dict[str, tuple[str, ...]] = {}  # needs a key, none set: the variables
     for pid in registry.ids():
         cls = registry.adapter_class(pid)
@@ -984,6 +991,7 @@ def _doctor_engines(timeout: float, probe: bool) -> list[dict[str, Any]]:
         if config.base_url is None or config.locality != "local":
             continue
         groups.setdefault(config.base_url, []).append(pid)
+        serves[pid] = list(cls.operations())
         if _key_needed(cls, settings) and _key_status(config.key_envs)[0] is None:
             keyless[pid] = config.key_envs
     for members in groups.values():
@@ -994,7 +1002,12 @@ def _doctor_engines(timeout: float, probe: bool) -> list[dict[str, Any]]:
     for url, names in skipped.items():
         results[url] = {"ok": False, "detail": f"not probed: needs a key ({' or '.join(names)})"}
     return [
-        {"base_url": url, "providers": members, **results.get(url, {})}
+        {
+            "base_url": url,
+            "providers": members,
+            "serves": {pid: serves[pid] for pid in members},
+            **results.get(url, {}),
+        }
         for url, members in groups.items()
     ]
 
@@ -1070,14 +1083,17 @@ def doctor(show_all: bool, timeout: float, no_probe: bool, as_json: bool) -> Non
         else:
             names = " or ".join(row["key_variables"])
             key = f"no key: set {names}" if row["key_needed"] else f"no key ({names})"
-        echo(f"  {row['provider']}: {key}; {row['base_url'] or 'no base URL'}")
+        echo(
+            f"  {row['provider']}: {key}; {row['base_url'] or 'no base URL'}"
+            + _serves_note(row["serves"])
+        )
     if hidden and hosted:
         echo(f"  {hidden} more without a key set (anyinfer doctor --all names their variables)")
     for row in custom:
         echo(f"custom instance: {row['variable']} = {row['base_url']} ({row['locality']})")
     echo("local engines:" + (" (not probed)" if no_probe else f" (probed, {timeout:g} s each)"))
     for row in engines:
-        names = ", ".join(row["providers"])
+        names = ", ".join(pid + _serves_note(row["serves"][pid]) for pid in row["providers"])
         if "ok" not in row:
             state = "-"
         elif row["ok"]:

@@ -21,7 +21,6 @@ import inspect
 import json
 import time
 import zlib
-from abc import ABC, abstractmethod
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -80,20 +79,23 @@ from .tls import LazyTrustContext
 if TYPE_CHECKING:
     from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
     from .._messages import Message
-    from .._types import Generation
+    from .._types import Generation, ResolvedTarget
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 
 __all__ = [
     "ARRAY_CLOSED",
+    "OPERATIONS",
     "Adapter",
     "DiscoveredModel",
     "Health",
     "Framing",
     "HTTPAdapter",
+    "Operation",
     "PartAssembler",
     "SSEEvent",
     "Sender",
+    "refuse_unserved",
 ]
 
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -119,6 +121,20 @@ Framing = Literal["sse", "sse+json", "ndjson", "json-array"]
 
 ARRAY_CLOSED: Any = object()
 """What `HTTPAdapter.iter_frames` yields when a streamed JSON array's `]` arrives."""
+
+
+Operation = Literal["generate", "embed", "rerank"]
+"""An operation a provider may serve: generation (`stream`/`generate`), embeddings
+(`embed`), reranking (`rerank`)."""
+
+OPERATIONS: tuple[Operation, ...] = ("generate", "embed", "rerank")
+"""Every operation, in the order `Adapter.operations()` lists them."""
+
+_OPERATION_WORDS: Mapping[Operation, str] = {
+    "generate": "generation",
+    "embed": "embeddings",
+    "rerank": "reranking",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,13 +177,21 @@ class Health:
     models: int | None = None
 
 
-class Adapter(ABC):
+class Adapter:
     """Base class of every provider adapter.
 
     Subclasses set `provider_id` (and optionally `profile`, `default_base_url`,
-    `api_key_env`, `fallback_api_key_env`) and implement `generate`. Register
-    third-party adapters under the `anyinfer.adapters` entry-point group, or with
-    `ProviderRegistry.register`.
+    `api_key_env`, `fallback_api_key_env`) and implement the operations their provider
+    serves: `generate`, `embed`, `rerank`. Register third-party adapters under the
+    `anyinfer.adapters` entry-point group, or with `ProviderRegistry.register`.
+
+    An adapter serves an operation when its class overrides that operation's method
+    (`serves_generation`, `serves_embeddings`, `serves_rerank`; all three in
+    `operations()`). That one rule decides what the core offers it: a target whose class
+    does not serve an operation is refused before dispatch with a `ConfigError`, the
+    conformance suite's generation matrix runs only classes that generate, and listings
+    name what each provider serves. A provider that only embeds and reranks (Voyage AI,
+    Jina AI, Hugging Face TEI) overrides `embed` and `rerank` and leaves `generate` alone.
 
     `profile` (an `AdapterProfile`) declares the provider facts the core reads
     without sending a request: aliases, conformance dialect, usage convention,
@@ -208,16 +232,36 @@ class Adapter(ABC):
         """The provider instance this adapter serves."""
         return self.settings.instance_id
 
-    @abstractmethod
     def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
         """Send one request and yield its parts, ending with `EndPart`.
+
+        Adapters whose provider generates override this; the core never calls it on a
+        class that does not (`serves_generation`).
 
         Args:
             request: The attempt's request.
 
         Returns:
             An async iterator of parts.
+
+        Raises:
+            ConfigError: If this adapter's provider does not generate.
         """
+        raise ConfigError(
+            _not_served(self.instance_id, type(self), "generate"), provider=self.instance_id
+        )
+
+    @classmethod
+    def serves_generation(cls) -> bool:
+        """Whether `generate()` is implemented (checked before a generation is sent)."""
+        return cls.generate is not Adapter.generate
+
+    @classmethod
+    def operations(cls) -> tuple[Operation, ...]:
+        """The operations this class serves, in `OPERATIONS` order: each one whose method
+        it implements (`serves_generation`, `serves_embeddings`, `serves_rerank`)."""
+        served = (cls.serves_generation(), cls.serves_embeddings(), cls.serves_rerank())
+        return tuple(op for op, yes in zip(OPERATIONS, served, strict=True) if yes)
 
     def assistant_message(self, generation: Generation) -> Message:
         """The assistant turn of `generation`, to continue the conversation with.
@@ -248,9 +292,7 @@ class Adapter(ABC):
             ConfigError: If this adapter's provider does not serve embeddings.
         """
         raise ConfigError(
-            f"{self.instance_id} ({self.provider_id or type(self).__name__}) does not serve "
-            "embeddings through AnyInfer",
-            provider=self.instance_id,
+            _not_served(self.instance_id, type(self), "embed"), provider=self.instance_id
         )
 
     rerank_max_documents: ClassVar[int] = 1000
@@ -271,9 +313,7 @@ class Adapter(ABC):
             ConfigError: If this adapter's provider does not rerank.
         """
         raise ConfigError(
-            f"{self.instance_id} ({self.provider_id or type(self).__name__}) does not serve "
-            "reranking through AnyInfer",
-            provider=self.instance_id,
+            _not_served(self.instance_id, type(self), "rerank"), provider=self.instance_id
         )
 
     async def models(self) -> Sequence[DiscoveredModel]:
@@ -293,8 +333,42 @@ class Adapter(ABC):
             return Health(self.instance_id, False, _ms_since(start), exc.message)
         return Health(self.instance_id, True, _ms_since(start), "", len(found))
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook, nothing to release here
+    async def aclose(self) -> None:
         """Release connections."""
+
+
+def _not_served(instance: str, cls: type[Adapter], operation: Operation) -> str:
+    """Why `instance` refuses `operation`: the one wording of every refusal."""
+    served = cls.operations()
+    what = ", ".join(_OPERATION_WORDS[op] for op in served) or "nothing"
+    return (
+        f"{instance} ({cls.provider_id or cls.__name__}) does not serve "
+        f"{_OPERATION_WORDS[operation]} through AnyInfer; it serves {what}"
+    )
+
+
+def refuse_unserved(
+    operation: Operation,
+    targets: Iterable[tuple[ResolvedTarget, type[Adapter]]],
+    what: str,
+) -> None:
+    """Refuse, before dispatch, a call whose targets include one that does not serve
+    `operation` (its adapter class does not implement that operation's method).
+
+    Args:
+        operation: The operation asked for.
+        targets: Each target with the adapter class serving it.
+        what: The call, for the message (`"generate()"`).
+
+    Raises:
+        ConfigError: Naming the first such target and what its provider serves.
+    """
+    for target, cls in targets:
+        if operation not in cls.operations():
+            raise ConfigError(
+                f"{what}: target {target}: " + _not_served(target.provider, cls, operation),
+                provider=target.provider,
+            )
 
 
 def _positive_option(settings: ProviderSettings, name: str, default: int) -> int:

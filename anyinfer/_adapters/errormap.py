@@ -304,13 +304,17 @@ def message_and_code(
     """Find a message and a code in the common error-body shapes.
 
     Handles `{"error": {"message", "type", "code"}}`, `{"error": "text"}`,
-    `{"message": ...}` and lists of those (Gemini wraps errors in a list); the code is
-    read as `error_fields` reads it.
+    `{"message": ...}`, FastAPI's `{"detail": ...}` and lists of those (Gemini wraps
+    errors in a list); the code is read as `error_fields` reads it.
     """
     if isinstance(payload, list) and payload:
         payload = payload[0]
     if not isinstance(payload, dict):
         return brief_json(payload), None
+    detail = payload.get("detail")
+    if detail is not None and "error" not in payload and "message" not in payload:
+        # FastAPI's `{"detail": "..."}` (Voyage AI, Jina AI), or its validation list
+        return (detail if isinstance(detail, str) else brief_json(detail)), None
     err = payload.get("error", payload)
     if isinstance(err, str):
         return err, None

@@ -34,6 +34,9 @@ _BUILTINS: dict[str, str] = {
     "bedrock": "anyinfer._providers.bedrock:BedrockAdapter",
     "vertex-gemini": "anyinfer._providers.vertex:VertexGeminiAdapter",
     "vertex-anthropic": "anyinfer._providers.vertex:VertexAnthropicAdapter",
+    "voyage": "anyinfer._providers.voyage:VoyageAdapter",
+    "jina": "anyinfer._providers.jina:JinaAdapter",
+    "tei": "anyinfer._providers.tei:TEIAdapter",
 }
 
 # The OpenAI-compatible presets (llama.cpp, vllm, lmstudio, ...): a function returning

@@ -576,6 +576,14 @@ class AsyncClient:
         chosen = self._route_for(target, route)
         targets = tuple(self.resolve(t) for t in chosen.targets)
         redirects = tuple(self.resolve(t) for t in chosen.content_policy_targets)
+        from .._adapters.base import refuse_unserved
+
+        classes = self._registry.adapter_class
+        refuse_unserved(
+            "generate",
+            ((t, classes(t.provider_id)) for t in (*targets, *redirects)),
+            "stream()" if wire_stream else "generate()",
+        )
         structured: Structured | None = None
         if schema is not None:
             from .._structured.output import Repair, normalize_schema

@@ -48,6 +48,7 @@ __all__ = [
     "gemini_task_type",
     "ollama_embed",
     "openai_embed",
+    "openai_shaped_reply",
 ]
 
 _NS_PER_MS = 1_000_000
@@ -130,12 +131,52 @@ def _error_in_body(adapter: HTTPAdapter, payload: Mapping[str, Any]) -> None:
 
 
 async def openai_embed(
-    adapter: HTTPAdapter, request: EmbedRequest, path: str = "/embeddings"
+    adapter: HTTPAdapter,
+    request: EmbedRequest,
+    path: str = "/embeddings",
+    *,
+    body: Mapping[str, Any] | None = None,
+    api: str | None = "the OpenAI embeddings API",
 ) -> EmbedReply:
-    """`POST /embeddings` (OpenAI and OpenAI-compatible servers)."""
+    """`POST /embeddings` (OpenAI and OpenAI-compatible servers), or any protocol that
+    answers in OpenAI's shape with a body of its own (Voyage AI, Jina AI).
+
+    Args:
+        adapter: The adapter sending it.
+        request: The batch.
+        path: The endpoint.
+        body: The request body, when the protocol's differs from OpenAI's (its own
+            encoding and input-type fields); `provider_options` already merged in.
+        api: The protocol's name for the warning that `input_type` was not sent, or
+            `None` when `body` carries the input type.
+    """
+    body = _body(request, "input", True) if body is None else body
+    payload = await _post_json(adapter, path, body)
+    warnings = () if api is None else _no_input_type(adapter, request, api)
+    return openai_shaped_reply(adapter, request, payload, warnings)
+
+
+def openai_shaped_reply(
+    adapter: HTTPAdapter,
+    request: EmbedRequest,
+    payload: Any,
+    warnings: tuple[str, ...] = (),
+) -> EmbedReply:
+    """Read an answer in OpenAI's embeddings shape: `{"data": [{"index", "embedding"}],
+    "model"?, "usage"?: {"prompt_tokens"?, "total_tokens"?}}`.
+
+    Entries are put back in input order by `index` (position when it is missing); each
+    embedding is base64 float32 or numbers (`decode_vector`). An embedding has input
+    tokens only, so a `usage` with `total_tokens` and no `prompt_tokens` (Voyage AI's and
+    Jina AI's) counts them as `input_tokens` too.
+
+    Raises:
+        ProtocolError: For a body that breaks the shape (a count that is not the input
+            count, a missing, repeated or out-of-range index, a bad vector).
+        ProviderError: The typed error of a 200 body that carries only an error.
+    """
     pid = adapter.instance_id
-    body = _body(request, "input", True)
-    payload = as_dict(await _post_json(adapter, path, body), pid, "body")
+    payload = as_dict(payload, pid, "body")
     _error_in_body(adapter, payload)
     data = as_list(payload.get("data"), pid, "data")
     sent = len(request.inputs)
@@ -146,7 +187,7 @@ async def openai_embed(
         entry = as_dict(item, pid, f"data[{position}]")
         index = opt_int(entry.get("index"), pid, f"data[{position}].index")
         at = position if index is None else index
-        if at >= sent or slots[at] is not None:
+        if not 0 <= at < sent or slots[at] is not None:
             raise _bad(
                 pid, f"data[{position}].index", "a distinct index below the input count", str(at)
             )
@@ -155,16 +196,15 @@ async def openai_embed(
     usage = Usage()
     if usage_obj is not None:
         u = as_dict(usage_obj, pid, "usage")
-        usage = Usage(
-            input_tokens=opt_int(u.get("prompt_tokens"), pid, "usage.prompt_tokens"),
-            total_tokens=opt_int(u.get("total_tokens"), pid, "usage.total_tokens"),
-        )
+        total = opt_int(u.get("total_tokens"), pid, "usage.total_tokens")
+        prompt = opt_int(u.get("prompt_tokens"), pid, "usage.prompt_tokens")
+        usage = Usage(input_tokens=total if prompt is None else prompt, total_tokens=total)
     vectors = tuple(v for v in slots if v is not None)
     return EmbedReply(
         vectors=vectors,
         usage=usage,
         model=opt_str(payload.get("model"), pid, "model"),
-        warnings=_no_input_type(adapter, request, "the OpenAI embeddings API"),
+        warnings=warnings,
     )
 
 

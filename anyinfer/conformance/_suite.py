@@ -42,9 +42,9 @@ WHOLE = (RESULT_AGREEMENT, ERROR_TYPE, ONE_REQUEST)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run every test once per selected adapter: the property tests for each adapter
-    that does not stand on another selected one (`registry.standing`), the entry check
-    (`test_preset_entry`) for each one that does."""
+    """Run every test once per selected adapter that generates (`AdapterEntry.generates`):
+    the property tests for each one that does not stand on another selected one
+    (`registry.standing`), the entry check (`test_preset_entry`) for each one that does."""
     if "anyinfer_adapter" in metafunc.fixturenames:
         from .registry import standing
 
@@ -55,7 +55,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             embedding = [e for e in embedding if e.name not in stands]
             metafunc.parametrize("anyinfer_adapter", embedding, ids=[e.name for e in embedding])
             return
-        entries = adapter_entries(metafunc.config)
+        entries = [e for e in adapter_entries(metafunc.config) if e.generates()]
         stands = standing(entries)
         want = metafunc.function is test_preset_entry
         entries = [e for e in entries if (e.name in stands) == want]

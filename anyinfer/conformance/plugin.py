@@ -421,16 +421,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from .checker import GUARANTEES, SHORT_NAMES
     from .registry import standing
 
-    names = [e.name for e in state.entries]
+    entries = [e for e in state.entries if e.generates()]
+    if not entries:
+        return
+    names = [e.name for e in entries]
     first = max(len("adapter"), *(len(n) for n in names)) + 2
     labels = [SHORT_NAMES.get(g, g) for g in GUARANTEES]
     widths = [max(len(label), 4) + 2 for label in labels]
-    stands = standing(state.entries)
+    stands = standing(entries)
     tr = terminalreporter
     tr.section("anyinfer conformance: adapter x guarantee")
     header = "adapter".ljust(first) + "".join(lb.ljust(w) for lb, w in zip(labels, widths))
     tr.write_line(header.rstrip())
-    for entry in state.entries:
+    for entry in entries:
         cells = _row(state, entry.name, stands.get(entry.name), GUARANTEES)
         line = entry.name.ljust(first) + "".join(c.ljust(w) for c, w in zip(cells, widths))
         if entry.name in stands:
@@ -452,7 +455,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             "URL path, key header and request quirks, documented streams and a whole "
             "response): its row shows X's results when that check held, else its own"
         )
-    dialects = ", ".join(f"{e.name}: {e.dialect}" for e in state.entries if e.name not in stands)
+    dialects = ", ".join(f"{e.name}: {e.dialect}" for e in entries if e.name not in stands)
     tr.write_line(f"dialects: {dialects}")
     profile = settings.get_current_profile_name()
     examples = state.examples_option or settings().max_examples

@@ -107,6 +107,12 @@ class AdapterEntry:
 
         return default_registry().adapter_class(self.name)
 
+    def generates(self) -> bool:
+        """Whether its class generates (`Adapter.serves_generation`): the generation
+        suite and its matrix run only entries that do; one that only embeds or reranks
+        is left to the embedding and rerank checks."""
+        return self.resolve_class().serves_generation()
+
     def describe(self) -> str:
         """`name (dialect ..., class module.Qualname)`."""
         try:

@@ -452,5 +452,6 @@ def test_a_third_party_adapter_embeds_through_the_documented_seam() -> None:
         result = client.embed(["a", "bbb", "cc"], target="acme-embed:m1")
         assert [v[0] for v in result] == [1.0, 3.0, 2.0]
         assert len(result.batch_targets) == 2 and result.usage.input_tokens is None
-        with pytest.raises(ai.AllTargetsFailedError, match="only embeds"):
+        assert adapter_class.operations() == ("embed",)
+        with pytest.raises(ai.ConfigError, match=r"does not serve generation.*serves embeddings"):
             client.generate("hi", target="acme-embed:m1")

@@ -23,11 +23,14 @@ from .azure_openai import AzureOpenAIDialect
 from .bedrock_converse import BedrockConverseDialect
 from .cohere_v2 import CohereV2Dialect
 from .gemini import GeminiDialect, GeminiJSONArrayDialect
+from .jina import JinaDialect
 from .llama_cpp import LlamaCppDialect
 from .ollama import OllamaDialect
 from .openai_chat import OpenAIChatDialect
 from .openai_responses import OpenAIResponsesDialect
+from .tei import TEIDialect
 from .vertex import VertexAnthropicDialect, VertexGeminiDialect
+from .voyage import VoyageDialect
 
 __all__ = [
     "AnthropicDialect",
@@ -39,12 +42,15 @@ __all__ = [
     "GeminiDialect",
     "GeminiJSONArrayDialect",
     "InStreamError",
+    "JinaDialect",
     "LlamaCppDialect",
     "OllamaDialect",
     "OpenAIChatDialect",
     "OpenAIResponsesDialect",
+    "TEIDialect",
     "VertexAnthropicDialect",
     "VertexGeminiDialect",
+    "VoyageDialect",
     "WireProfile",
     "dialect_names",
     "get_dialect",
@@ -65,3 +71,6 @@ register_dialect(GeminiJSONArrayDialect())
 register_dialect(VertexGeminiDialect())
 register_dialect(VertexAnthropicDialect())
 register_dialect(BedrockConverseDialect())
+register_dialect(VoyageDialect())
+register_dialect(JinaDialect())
+register_dialect(TEIDialect())

@@ -1,0 +1,93 @@
+"""Reading rerank answers: a list of `{index, score}` entries, best first.
+
+Every rerank protocol answers with entries that each name a document by its position in
+the request and give it a score (Voyage AI's `data[{index, relevance_score}]`, Jina AI's
+`results[{index, relevance_score}]`, TEI's bare `[{index, score}]`). `ranked_documents`
+reads such a list once for all of them: each index must be a distinct position among the
+documents sent and each score a finite number, or the answer is a `ProtocolError`; the
+document's text is the caller's own (`RerankRequest.documents[index]`), whether or not
+the provider echoed it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .._errors import ProtocolError
+from .._providers._wire import as_dict, as_list, opt_dict, opt_int
+from .._types import Usage
+from ._types import RankedDocument, RerankRequest
+
+if TYPE_CHECKING:
+    from .._adapters.base import HTTPAdapter
+
+__all__ = ["ranked_documents", "total_tokens_usage"]
+
+
+def ranked_documents(
+    adapter: HTTPAdapter,
+    request: RerankRequest,
+    entries: Any,
+    where: str,
+    *,
+    score_key: str = "relevance_score",
+) -> tuple[RankedDocument, ...]:
+    """The ranked documents of one answer, in the order the provider listed them.
+
+    Args:
+        adapter: The adapter that read the answer (for the error's provider).
+        request: The request answered.
+        entries: The answer's list of entries (checked to be a list of objects).
+        where: Where the list sits in the answer, for error messages (`"data"`).
+        score_key: The field holding each entry's score.
+
+    Raises:
+        ProtocolError: For anything but a list of objects, each with a distinct `index`
+            among the documents sent and a finite numeric score.
+    """
+    pid = adapter.instance_id
+    count = len(request.documents)
+    seen: set[int] = set()
+    ranked: list[RankedDocument] = []
+    for i, item in enumerate(as_list(entries, pid, where)):
+        entry = as_dict(item, pid, f"{where}[{i}]")
+        index = entry.get("index")
+        if (
+            isinstance(index, bool)
+            or not isinstance(index, int)
+            or not 0 <= index < count
+            or index in seen
+        ):
+            raise ProtocolError(
+                f"{pid}: {where}[{i}].index is {index!r}, not a distinct position among the "
+                f"{count} document(s) sent",
+                provider=pid,
+            )
+        score = entry.get(score_key)
+        if (
+            isinstance(score, bool)
+            or not isinstance(score, int | float)
+            or not math.isfinite(score)
+        ):
+            raise ProtocolError(
+                f"{pid}: {where}[{i}].{score_key} is {score!r}, not a finite number",
+                provider=pid,
+            )
+        seen.add(index)
+        ranked.append(RankedDocument(index, float(score), request.documents[index]))
+    return tuple(ranked)
+
+
+def total_tokens_usage(payload: Mapping[str, Any], provider: str) -> Usage:
+    """`usage.total_tokens` of an answer (Voyage AI's and Jina AI's), as input tokens:
+    a ranking produces none. An answer without `usage` has unknown usage.
+
+    Raises:
+        ProtocolError: For a `usage` that is not an object, or a count that is not an
+            integer.
+    """
+    usage = opt_dict(payload.get("usage"), provider, "usage")
+    tokens = None if usage is None else opt_int(usage.get("total_tokens"), provider, "usage")
+    return Usage(input_tokens=tokens, total_tokens=tokens)

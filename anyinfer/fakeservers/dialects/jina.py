@@ -1,0 +1,137 @@
+"""The Jina AI protocol (`https://api.jina.ai/v1`): embeddings and reranking.
+
+What the fake answers, in Jina's shapes (its API documentation for LLMs, the
+meta-prompt, and what working clients read):
+
+- `POST …/embeddings`: `{"model", "object": "list", "usage": {"total_tokens"}, "data":
+  [{"object": "embedding", "index", "embedding"}]}` (usage as Jina's documentation shows
+  it), each
+  embedding a JSON array of numbers or, for `embedding_type: "base64"`, the base64 of
+  little-endian float32 values; `dimensions` shortens the fake's vectors.
+- `POST …/rerank`: `{"model", "usage": {"total_tokens"}, "results": [{"index",
+  "relevance_score", "document"?}]}`, best first, at most `top_n`; `return_documents`
+  defaults to true, and each document comes back as `{"text": ...}`.
+- Errors: FastAPI's `{"detail": "..."}` with the status. A body Jina's validation refuses
+  for certain is its 422, in the fake's own words: an input that is not a string or a
+  list of strings, an `embedding_type` it does not know, a non-positive `dimensions`;
+  for rerank a query that is not a string, documents that are not a non-empty list of
+  strings, a non-positive `top_n`.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from typing import Any
+
+from .._script import Fault, Rendered
+from ._embeddings import DEFAULT_DIMENSIONS, fake_vector, float32_json, token_count
+from ._retrieval import RetrievalDialect, fake_ranking, positive_int, string_list
+
+__all__ = ["JinaDialect"]
+
+_EMBEDDING_TYPES = ("float", "base64", "binary", "ubinary")
+
+
+def _invalid(message: str) -> Fault:
+    return Fault("status", status=422, message=message)
+
+
+class JinaDialect(RetrievalDialect):
+    """Jina AI's `/embeddings` and `/rerank` (see the module documentation)."""
+
+    name = "jina"
+    base_path = "/v1"
+
+    def render_error(self, fault: Fault) -> Rendered:
+        """`{"detail": message}` with the fault's status (and `Retry-After`)."""
+        return self.json_answer(
+            {"detail": fault.message}, status=fault.status, retry_after=fault.retry_after
+        )
+
+    # --- embeddings ------------------------------------------------------------------
+
+    def is_embedding(self, method: str, path: str) -> bool:
+        """`POST …/embeddings`."""
+        return method == "POST" and path.rstrip("/").endswith("/embeddings")
+
+    def embedding_inputs(self, request_json: Any) -> list[str] | None:
+        """The request's `input` texts."""
+        return string_list(request_json.get("input")) if isinstance(request_json, dict) else None
+
+    def embedding_fault(self, request_json: Any) -> Fault | None:
+        """Jina's 422 for an embeddings body its validation refuses."""
+        texts = self.embedding_inputs(request_json)
+        if not texts:
+            return _invalid("fake: input must be a string or a non-empty list of strings")
+        body: dict[str, Any] = request_json
+        if body.get("embedding_type", "float") not in _EMBEDDING_TYPES:
+            return _invalid("fake: embedding_type must be float, base64, binary or ubinary")
+        dims = body.get("dimensions")
+        if dims is not None and not positive_int(dims):
+            return _invalid("fake: dimensions must be a positive integer")
+        return None
+
+    def render_embeddings(self, request_json: Any) -> Rendered:
+        """Jina's embeddings list (numbers, or base64 float32 when asked)."""
+        texts = self.embedding_inputs(request_json) or []
+        dims = request_json.get("dimensions") or DEFAULT_DIMENSIONS
+        as_base64 = request_json.get("embedding_type") == "base64"
+        data = []
+        for i, text in enumerate(texts):
+            vec = fake_vector(text, dims)
+            embedding: Any
+            if as_base64:
+                embedding = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode("ascii")
+            else:
+                embedding = [float32_json(v) for v in vec]
+            data.append({"object": "embedding", "index": i, "embedding": embedding})
+        tokens = sum(token_count(t) for t in texts)
+        return self.json_answer(
+            {
+                "model": str(request_json.get("model", "")),
+                "object": "list",
+                "usage": {"total_tokens": tokens},
+                "data": data,
+            }
+        )
+
+    # --- rerank ----------------------------------------------------------------------
+
+    def is_rerank(self, method: str, path: str) -> bool:
+        """`POST …/rerank`."""
+        return method == "POST" and path.rstrip("/").endswith("/rerank")
+
+    def rerank_fault(self, request_json: Any) -> Fault | None:
+        """Jina's 422 for a rerank body its validation refuses."""
+        if not isinstance(request_json, dict) or not isinstance(request_json.get("query"), str):
+            return _invalid("fake: query must be a string")
+        docs = request_json.get("documents")
+        if not isinstance(docs, list) or not docs or not all(isinstance(d, str) for d in docs):
+            return _invalid("fake: documents must be a non-empty list of strings")
+        top = request_json.get("top_n")
+        if top is not None and not positive_int(top):
+            return _invalid("fake: top_n must be a positive integer")
+        return None
+
+    def render_rerank(self, request_json: Any) -> Rendered:
+        """Jina's ranking, best first (documents echoed unless `return_documents` is
+        false)."""
+        query: str = request_json["query"]
+        docs: list[str] = request_json["documents"]
+        back = request_json.get("return_documents", True) is not False
+        results: list[dict[str, Any]] = []
+        for index, score in fake_ranking(query, docs, request_json.get("top_n")):
+            entry: dict[str, Any] = {"index": index}
+            if back:
+                entry["document"] = {"text": docs[index]}
+            entry["relevance_score"] = score
+            results.append(entry)
+        tokens = token_count(query) * len(docs) + sum(token_count(d) for d in docs)
+        return self.json_answer(
+            {
+                "model": str(request_json.get("model", "")),
+                "usage": {"total_tokens": tokens},
+                "results": results,
+            }
+        )
