@@ -493,8 +493,9 @@ def embed_documented_cases(dialect: Dialect) -> list[tuple[str, EmbedCase]]:
     """One case per documented answer, at any sampling depth: every documented error
     status on a batch's first attempt, a 429 whose `Retry-After` is waited for and one
     that falls back, a cut, a stall, a malformed body, every broken shape, usage left
-    out, floats where base64 was asked, a shuffled order, `dimensions`, and a batch
-    failing on both instances. Each call embeds three inputs in batches of two.
+    out, floats where base64 was asked, a shuffled order, `dimensions` (where the
+    profile lets a request ask for them), and a batch failing on both instances. Each
+    call embeds three inputs in batches of two.
     """
     profile = _profile(dialect)
     inputs = ("apple river #0", "café 中文 #1", "🙂 #2")
@@ -538,8 +539,9 @@ def embed_documented_cases(dialect: Dialect) -> list[tuple[str, EmbedCase]]:
             "no usage",
             dataclasses.replace(clean, embedding=dataclasses.replace(plain, usage=False)),
         ),
-        one("dimensions asked", clean, dims=3, enc="float"),
     ]
+    if profile.dimensions:
+        cases.append(one("dimensions asked", clean, dims=3, enc="float"))
     for broken in profile.breaks:
         shape = dataclasses.replace(plain, broken=broken, broken_at=1)
         cases.append(one(f"broken: {broken}", dataclasses.replace(clean, embedding=shape)))

@@ -33,9 +33,19 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._script import Fault, Frame, Reasoning, Rendered, Script, ScriptUsage, Text, ToolFragment
-from ._base import Dialect, InStreamError, WireProfile, json_bytes
-from ._embeddings import DEFAULT_DIMENSIONS, fake_vector, float32_json, rendered_json, token_count
+from .._script import (
+    EmbedShape,
+    Fault,
+    Frame,
+    Reasoning,
+    Rendered,
+    Script,
+    ScriptUsage,
+    Text,
+    ToolFragment,
+)
+from ._base import Dialect, EmbeddingProfile, InStreamError, WireProfile, json_bytes
+from ._embeddings import embedding_rows, fake_vector, float32_json, rendered_json
 
 __all__ = [
     "FINISH_REASONS",
@@ -136,6 +146,17 @@ class CohereV2Dialect(Dialect):
         # (`get_weather_9gpb31r7h7mj`); scripts name their tools independently, so the
         # ids start with a recorded example's prefix.
         tool_call_id_prefix="get_weather_",
+    )
+    embedding = EmbeddingProfile(
+        # `/v2/embed` answers `embeddings.float` in input order, without indices, as
+        # JSON numbers (floats are what AnyInfer asks for); `meta.billed_units` carries
+        # `input_tokens` in every recorded answer. `output_dimension` takes only 256,
+        # 512, 1024 or 1536, so the harness's free sizes are not asked for.
+        indexed=False,
+        encodings=("float",),
+        usage="always",
+        dimensions=False,
+        breaks=("wrong_dimensions", "missing_entry"),
     )
 
     # --- rendering -----------------------------------------------------------------
@@ -373,9 +394,31 @@ class CohereV2Dialect(Dialect):
 
     def render_embeddings(self, request_json: Any) -> Rendered:
         """Cohere's `embeddings_by_type` answer (`embed_payload`)."""
-        return rendered_json(
-            json_bytes(embed_payload(request_json)), "application/json", self.malformed_body()
-        )
+        return self.render_embedding_answer("", request_json, None)
+
+    def render_embedding_answer(
+        self, path: str, request_json: Any, shape: EmbedShape | None
+    ) -> Rendered:
+        """Cohere's `embeddings_by_type` answer, shaped by `shape` (in input order: its
+        entries carry no index)."""
+        body = json_bytes(embed_payload(request_json, shape))
+        return rendered_json(body, "application/json", self.malformed_body())
+
+    def embedding_inputs(self, request_json: Any) -> list[str] | None:
+        """The body's `texts`."""
+        return _strings(request_json.get("texts")) if isinstance(request_json, dict) else None
+
+    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
+        """An embed answer read back: `embeddings.float` and
+        `meta.billed_units.input_tokens`."""
+        embeddings = payload.get("embeddings") if isinstance(payload, dict) else None
+        rows = embeddings.get("float") if isinstance(embeddings, dict) else None
+        if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+            return None
+        meta = payload.get("meta")
+        billed = meta.get("billed_units") if isinstance(meta, dict) else None
+        tokens = billed.get("input_tokens") if isinstance(billed, dict) else None
+        return [[float(v) for v in r] for r in rows], tokens if isinstance(tokens, int) else None
 
     def is_rerank(self, method: str, path: str) -> bool:
         """`POST …/v2/rerank`."""
@@ -453,23 +496,21 @@ def _encoded(vec: list[float], kind: str) -> Any:
     return signed if kind == "int8" else [v + 128 for v in signed]
 
 
-def embed_payload(request_json: dict[str, Any]) -> dict[str, Any]:
-    """The JSON body Cohere answers an (accepted) embed request with."""
+def embed_payload(request_json: dict[str, Any], shape: EmbedShape | None = None) -> dict[str, Any]:
+    """The JSON body Cohere answers an (accepted) embed request with, shaped by `shape`
+    (see `dialects._embeddings.embedding_rows`); without one, every text in order."""
     texts = _strings(request_json.get("texts")) or []
-    dims = request_json.get("output_dimension") or DEFAULT_DIMENSIONS
-    vectors = [fake_vector(t, dims) for t in texts]
+    rows = embedding_rows(texts, request_json.get("output_dimension"), shape, indexed=False)
+    vectors = [vec for _index, vec in rows.entries]
     types = request_json.get("embedding_types") or ["float"]
+    billed: dict[str, int] = {"image_tokens": 0}
+    if rows.tokens is not None:
+        billed["input_tokens"] = rows.tokens
     return {
         "id": _uuid(repr(request_json)),
         "embeddings": {kind: [_encoded(v, kind) for v in vectors] for kind in types},
         "texts": texts,
-        "meta": {
-            "api_version": _API_VERSION,
-            "billed_units": {
-                "image_tokens": 0,
-                "input_tokens": sum(token_count(t) for t in texts),
-            },
-        },
+        "meta": {"api_version": _API_VERSION, "billed_units": billed},
         "response_type": "embeddings_by_type",
     }
 
