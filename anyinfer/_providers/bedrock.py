@@ -85,6 +85,19 @@ Mapping decisions this adapter documents:
   (reasoning signatures and `redactedContent` intact), and `assistant_message(generation)`
   carries them in `Message.provider_data["bedrock"]["content"]`, which this adapter sends
   verbatim: a Claude tool-use turn with thinking needs its signed reasoning back.
+- **Embeddings** (`embed()`) use InvokeModel, `POST /model/{modelId}/invoke`, signed like
+  Converse, with a body the model's family decides (from the id: `amazon.titan-embed-*`,
+  `cohere.embed-*`, region prefixes and ARNs ending in one allowed;
+  `options["embedding_family"]` for ids that name no model). Titan Text Embeddings take
+  `{"inputText", "dimensions"?}`, one text a request, so a batch (up to
+  `embed_max_batch`, 96) fans out `TITAN_FANOUT` requests at a time and fails with the
+  first typed error; the answer's `embedding` and `inputTextTokenCount` are read.
+  Cohere Embed takes `{"texts", "input_type", "output_dimension"?}` (the input type
+  mapped as for Cohere's own API, `search_document` with a warning when none is given:
+  Bedrock requires one); its answer is a list of vectors (`embeddings_floats`) or
+  `{"float": [...]}` (`embeddings_by_type`), and usage comes from the
+  `x-amzn-bedrock-input-token-count` header every recorded answer carries. The
+  `x-amzn-bedrock-invocation-latency` header becomes the phase `provider_latency_ms`.
 - **Errors.** An HTTP error names its exception in the `x-amzn-errortype` header
   (`ThrottlingException:http://internal.amazon.com/coral/...`) or the body's `__type`;
   the message is the body's `message` (or `Message`). The status decides the error class
@@ -99,6 +112,7 @@ import json
 import os
 import re
 import struct
+from array import array
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -111,7 +125,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -121,6 +135,8 @@ from .._adapters.errormap import ErrorKind, brief_json
 from .._adapters.framing import loads_or_none
 from .._adapters.profile import AdapterProfile, InputSupport, UsageConvention
 from .._client.instance import resolve_base_url
+from .._embed._types import EmbedReply, EmbedRequest
+from .._embed._wire import decode_vector
 from .._errors import ConfigError, ProtocolError, ProviderError, ResponseTooLargeError
 from .._messages import ContentPart, DocumentContent, Message, TextContent
 from .._request import GenerationRequest
@@ -140,6 +156,8 @@ from ._wire import as_dict, as_list, as_str, native_turn, opt_dict, opt_int, opt
 
 __all__ = [
     "BEDROCK_INPUTS",
+    "COHERE_DEFAULT_INPUT_TYPE",
+    "COHERE_INPUT_TYPES",
     "DEFAULT_SERVICE",
     "EXCEPTION_KINDS",
     "FINISH_MAP",
@@ -151,6 +169,7 @@ __all__ = [
     "assistant_message",
     "content_blocks",
     "document_name",
+    "embedding_family",
     "endpoint_for",
 ]
 
@@ -202,6 +221,29 @@ _IMAGE_FORMATS: Mapping[str, str] = {
     "image/gif": "gif",
     "image/webp": "webp",
 }
+
+TITAN_FANOUT = 8
+"""Titan embedding requests (one text each) a batch has in flight at once."""
+
+INPUT_TOKENS_HEADER = "x-amzn-bedrock-input-token-count"
+"""InvokeModel's input token count (in every recorded answer, Cohere's too)."""
+
+INVOCATION_LATENCY_HEADER = "x-amzn-bedrock-invocation-latency"
+"""InvokeModel's model latency in milliseconds (the phase `provider_latency_ms`)."""
+
+COHERE_INPUT_TYPES: Mapping[str, str] = {
+    "query": "search_query",
+    "document": "search_document",
+}
+"""Neutral `input_type` values and Cohere's names for them; Cohere's own names
+(`search_query`, `classification`, `clustering`, ...) pass through."""
+
+COHERE_DEFAULT_INPUT_TYPE = "search_document"
+"""Sent when the call gives no `input_type`: Cohere Embed on Bedrock requires one."""
+
+_TITAN_EMBED = re.compile(r"(?:^|\.)amazon\.titan-embed-")
+_COHERE_EMBED = re.compile(r"(?:^|\.)cohere\.embed-")
+_T = TypeVar("_T")
 
 _PRELUDE = 12
 """Bytes of an event-stream prelude: total length, headers length, prelude CRC32."""
@@ -983,6 +1025,159 @@ class BedrockAdapter(HTTPAdapter):
         """The assistant turn with its native Converse blocks (see `assistant_message`)."""
         return assistant_message(generation)
 
+    # --- embeddings (InvokeModel) ----------------------------------------------------
+
+    embed_max_batch: ClassVar[int] = 96
+    """Cohere Embed on Bedrock takes at most 96 texts a request (the model parameters
+    page); Titan takes one, so a Titan batch fans out into one request per text."""
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        """Embed one batch with `POST /model/{modelId}/invoke`, signed as Converse is.
+
+        Amazon Titan Text Embeddings (`amazon.titan-embed-*`) take one `inputText` a
+        request (a batch fans out, `TITAN_FANOUT` requests at a time); Cohere Embed
+        (`cohere.embed-*`) takes the batch's `texts`. See the module documentation.
+
+        Raises:
+            ConfigError: For a model of another family (its InvokeModel body is not
+                one this adapter writes).
+        """
+        family = embedding_family(request.model)
+        if family is None:
+            family = self.settings.options.get("embedding_family")
+            if family is not None and family not in ("titan", "cohere"):
+                raise ConfigError(
+                    f"options['embedding_family'] must be 'titan' or 'cohere', got {family!r}",
+                    provider=self.instance_id,
+                )
+        if family == "titan":
+            return await self._titan_embed(request)
+        if family == "cohere":
+            return await self._cohere_embed(request)
+        raise ConfigError(
+            f"{self.instance_id}: embed() on Bedrock serves Amazon Titan Text Embeddings "
+            f"(amazon.titan-embed-*) and Cohere Embed (cohere.embed-*) models, not "
+            f"{request.model!r}; for an id that does not name its model (an application "
+            "inference profile's ARN), set options['embedding_family'] to 'titan' or 'cohere'",
+            provider=self.instance_id,
+        )
+
+    async def _invoke(
+        self, model: str, body: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], httpx.Headers]:
+        """One InvokeModel call: the JSON answer and the response headers."""
+        response = await self.send(
+            "POST",
+            f"/model/{quote(model, safe='')}/invoke",
+            json_body=body,
+            headers={"accept": "application/json"},
+        )
+        try:
+            payload = await self.read_json(response)
+        finally:
+            await response.aclose()
+        return as_dict(payload, self.instance_id, "body"), response.headers
+
+    def _header_int(self, headers: httpx.Headers, name: str) -> int | None:
+        value = headers.get(name)
+        if value is None:
+            return None
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise ProtocolError(
+                f"{self.instance_id}: expected an integer in the {name} header, got {value!r}",
+                provider=self.instance_id,
+            ) from None
+        return number if number >= 0 else None
+
+    def _latency(self, headers: httpx.Headers) -> dict[str, float]:
+        ms = self._header_int(headers, INVOCATION_LATENCY_HEADER)
+        return {} if ms is None else {"provider_latency_ms": float(ms)}
+
+    async def _titan_embed(self, request: EmbedRequest) -> EmbedReply:
+        pid = self.instance_id
+        warnings: tuple[str, ...] = ()
+        if request.input_type is not None:
+            warnings = (
+                f"{pid}: Amazon Titan Text Embeddings have no input type; input_type="
+                f"{request.input_type!r} was not sent",
+            )
+
+        async def one(text: str) -> tuple[array[float], int | None, dict[str, float]]:
+            body: dict[str, Any] = {"inputText": text}
+            if request.dimensions is not None:
+                body["dimensions"] = request.dimensions
+            body.update(request.provider_options)
+            payload, headers = await self._invoke(request.model, body)
+            vector = decode_vector(payload.get("embedding"), pid, "embedding")
+            tokens = opt_int(payload.get("inputTextTokenCount"), pid, "inputTextTokenCount")
+            if tokens is None:
+                tokens = self._header_int(headers, INPUT_TOKENS_HEADER)
+            return vector, tokens, self._latency(headers)
+
+        gate = asyncio.Semaphore(TITAN_FANOUT)
+
+        async def gated(text: str) -> tuple[array[float], int | None, dict[str, float]]:
+            async with gate:
+                return await one(text)
+
+        results = await _all_or_first_error([gated(t) for t in request.inputs])
+        counts = [tokens for _, tokens, _ in results]
+        known = None if any(c is None for c in counts) else sum(c or 0 for c in counts)
+        phases: dict[str, float] = {}
+        for _, _, latency in results:
+            for name, ms in latency.items():
+                phases[name] = phases.get(name, 0.0) + ms
+        return EmbedReply(
+            vectors=tuple(v for v, _, _ in results),
+            usage=Usage(input_tokens=known, total_tokens=known),
+            warnings=warnings,
+            phases=phases,
+        )
+
+    async def _cohere_embed(self, request: EmbedRequest) -> EmbedReply:
+        pid = self.instance_id
+        warnings: tuple[str, ...] = ()
+        if request.input_type is None:
+            input_type = COHERE_DEFAULT_INPUT_TYPE
+            warnings = (
+                f"{pid}: Cohere Embed requires an input_type; none was given, so "
+                f"{COHERE_DEFAULT_INPUT_TYPE!r} was sent (pass input_type='query' for queries)",
+            )
+        else:
+            input_type = COHERE_INPUT_TYPES.get(request.input_type, request.input_type)
+        body: dict[str, Any] = {"texts": list(request.inputs), "input_type": input_type}
+        if request.dimensions is not None:
+            body["output_dimension"] = request.dimensions  # Embed v4; v3 refuses it
+        body.update(request.provider_options)
+        payload, headers = await self._invoke(request.model, body)
+        embeddings = payload.get("embeddings")
+        where = "embeddings"
+        if isinstance(embeddings, dict):  # embeddings_by_type (v4, or embedding_types)
+            embeddings, where = embeddings.get("float"), "embeddings.float"
+            if embeddings is None:
+                raise ProtocolError(
+                    f"{pid}: the answer has no float embeddings (ask for embedding_types "
+                    "['float'] or none)",
+                    provider=pid,
+                )
+        rows = as_list(embeddings, pid, where)
+        if len(rows) != len(request.inputs):
+            raise ProtocolError(
+                f"{pid}: the provider returned {len(rows)} embedding(s) for "
+                f"{len(request.inputs)} input(s)",
+                provider=pid,
+            )
+        vectors = tuple(decode_vector(row, pid, f"{where}[{i}]") for i, row in enumerate(rows))
+        tokens = self._header_int(headers, INPUT_TOKENS_HEADER)
+        return EmbedReply(
+            vectors=vectors,
+            usage=Usage(input_tokens=tokens, total_tokens=tokens),
+            warnings=warnings,
+            phases=self._latency(headers),
+        )
+
     def error_hint(self, code: str | None, message: str) -> ErrorKind | None:
         """The kind a Bedrock exception type stands for (`EXCEPTION_KINDS`)."""
         if code:
@@ -990,6 +1185,34 @@ class BedrockAdapter(HTTPAdapter):
             if kind is not None:
                 return None if kind == "invalid" else kind
         return super().error_hint(code, message)
+
+
+def embedding_family(model: str) -> str | None:
+    """`"titan"` or `"cohere"` for a Bedrock embedding model id (a foundation model, an
+    inference profile such as `us.cohere.embed-v4:0`, or an ARN ending in one), else
+    `None`."""
+    name = model.rsplit("/", 1)[-1]
+    if _TITAN_EMBED.search(name):
+        return "titan"
+    if _COHERE_EMBED.search(name):
+        return "cohere"
+    return None
+
+
+async def _all_or_first_error(jobs: Sequence[Awaitable[_T]]) -> list[_T]:
+    """Run `jobs` concurrently: their results in order, or the first failure raised as
+    it is (the others cancelled), never an `ExceptionGroup`."""
+    tasks = [asyncio.ensure_future(job) for job in jobs]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        return [task.result() for task in tasks]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _client_side(use: Mapping[str, Any], pid: str) -> bool:

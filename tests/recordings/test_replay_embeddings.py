@@ -2,8 +2,10 @@
 
 pydantic-ai's `tests/cassettes/test_embeddings/` recordings (bundled under
 `tests/data/wire/pydantic__pydantic-ai/`, see the README there) are served back through
-the `transport` seam. For each one the call is rebuilt from the recorded request (its
-texts, task type, dimensions, model), and two things are checked against the recording,
+the `transport` seam: Gemini API `:batchEmbedContents` and Bedrock InvokeModel (Titan Text
+Embeddings, one text a request, so a call fans out; Cohere Embed). For each one the call
+is rebuilt from the recorded request (its texts, task or input type, dimensions, model,
+other body fields as provider options), and two things are checked against the recording,
 without the adapter's code: the body AnyInfer sends is the recorded one, and what
 `embed()` returns is what the recorded answer says (every vector value as float32,
 usage where the answer reports it and unknown where it does not, the typed error of an
@@ -12,9 +14,12 @@ error status).
 
 from __future__ import annotations
 
+import json
 from array import array
 from typing import Any
+from urllib.parse import unquote
 
+import httpx
 import pytest
 from wire import Interaction, find_wire_dir, interactions, replay_transport
 
@@ -82,3 +87,82 @@ def test_gemini_recordings(item: Interaction) -> None:
     transport.assert_all_used()
     assert transport.requests[0].url.path == item.request.path
     assert transport.sent_json(0) == sent
+
+
+# --- Bedrock InvokeModel (Titan Text Embeddings, Cohere Embed) ---------------------------
+
+# Fields of the recorded bodies that are the call's inputs, options or input type; any
+# other field (`normalize`, `truncate`) is passed through as a provider option.
+_TITAN_CALL = {"inputText", "dimensions"}
+_COHERE_CALL = {"texts", "input_type", "output_dimension"}
+
+
+BEDROCK: dict[str, list[Interaction]] = {}
+for _item in (
+    interactions(_WIRE_DIR, lambda i: i.request.path.endswith("/invoke")) if _WIRE_DIR else []
+):
+    if "bedrock-runtime" in (_item.request.url.host or ""):
+        BEDROCK.setdefault(_item.cassette.name, []).append(_item)
+
+
+def _canonical(body: Any) -> str:
+    return json.dumps(body, sort_keys=True)
+
+
+@pytest.mark.skipif(not BEDROCK, reason=_WIRE_WHY or "no Bedrock embedding recordings")
+@pytest.mark.parametrize("name", sorted(BEDROCK))
+def test_bedrock_recordings(name: str) -> None:
+    recorded = BEDROCK[name]
+    model = unquote(recorded[0].request.url.raw_path.decode()).split("/model/", 1)[1]
+    model = model.removesuffix("/invoke")
+    bodies = [i.request.json for i in recorded]
+    answers = {_canonical(i.request.json): i.response for i in recorded}
+    titan = "inputText" in bodies[0]
+    call = _TITAN_CALL if titan else _COHERE_CALL
+    extra = {k: v for k, v in bodies[0].items() if k not in call}
+    assert all({k: v for k, v in b.items() if k not in call} == extra for b in bodies)
+    if titan:
+        inputs = [b["inputText"] for b in bodies]
+        dimensions = bodies[0].get("dimensions")
+        input_type = None
+    else:
+        (only,) = bodies  # one Cohere request carries every text
+        inputs, dimensions = only["texts"], only.get("output_dimension")
+        input_type = only["input_type"]  # Cohere's own name, passed through as it is
+    seen: list[httpx.Request] = []
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        answer = answers[_canonical(json.loads(request.content))]
+        return httpx.Response(answer.status, headers=answer.served_headers(), content=answer.body)
+
+    options = {"region": "us-east-1"}
+    if model.startswith("arn:"):
+        options["embedding_family"] = "titan" if titan else "cohere"  # the id names no model
+    settings = ai.ProviderSettings(
+        "bedrock", api_key="br-test", options=options, transport=httpx.MockTransport(serve)
+    )
+    result = _embed(
+        settings,
+        f"bedrock:{model}",
+        inputs=inputs,
+        dimensions=dimensions,
+        input_type=input_type,
+        provider_options={"bedrock": extra},
+    )
+    # The bodies sent are the recorded ones, at the recorded (percent-encoded) path.
+    assert sorted(_canonical(json.loads(r.content)) for r in seen) == sorted(answers)
+    assert {r.url.raw_path for r in seen} == {i.request.url.raw_path for i in recorded}
+    # The vectors are the recorded ones, in input order; usage is what Bedrock counted.
+    if titan:
+        answer_for = {i.request.json["inputText"]: i.response.json for i in recorded}
+        vectors = [array("f", answer_for[t]["embedding"]) for t in inputs]
+        tokens = sum(a["inputTextTokenCount"] for a in answer_for.values())
+    else:
+        embeddings = recorded[0].response.json["embeddings"]
+        rows = embeddings["float"] if isinstance(embeddings, dict) else embeddings
+        vectors = [array("f", row) for row in rows]
+        tokens = int(recorded[0].response.headers["x-amzn-bedrock-input-token-count"][0])
+    assert list(result.vectors) == vectors
+    assert result.usage.input_tokens == tokens
+    assert not result.warnings

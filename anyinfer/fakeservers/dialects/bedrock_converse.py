@@ -35,7 +35,9 @@ import re
 import struct
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from .._script import Fault, Frame, Reasoning, Rendered, Script, ScriptUsage, Text, ToolFragment
 from ._base import Dialect, InStreamError, WireProfile, json_bytes
@@ -409,6 +411,82 @@ class BedrockConverseDialect(Dialect):
         """Streaming is chosen by endpoint: `converse-stream` streams."""
         return path.rstrip("/").endswith("/converse-stream")
 
+    # --- embeddings (InvokeModel) ----------------------------------------------------
+
+    def is_embedding(self, method: str, path: str) -> bool:
+        """`POST …/model/{modelId}/invoke` (see `embedding_fault_at`)."""
+        return method == "POST" and _INVOKE.search(path) is not None
+
+    def embedding_fault_at(self, path: str, request_json: Any) -> Fault | None:
+        """Bedrock's 400 `ValidationException` for an InvokeModel body the model's
+        schema refuses, in Bedrock's words (`Malformed input request: #: required key
+        [texts] not found#: extraneous key [inputText] is not permitted, please reformat
+        your input and try again.`): a missing required key, a key the schema does not
+        have, a value outside its enum (Titan v2 `dimensions` 256/512/1024, Cohere v4
+        `output_dimension` 256/512/1024/1536, `input_type`, `truncate`), more than 96
+        Cohere texts. The schemas are the model parameters pages' (Titan Text Embeddings
+        G1 and V2, Cohere Embed v3 and v4). A model that is neither is refused as an
+        invalid model identifier."""
+        family = _embed_family(_invoke_model(path))
+        if family is None:
+            return Fault("status", status=400, message="The provided model identifier is invalid.")
+        if not isinstance(request_json, dict):
+            return _malformed(
+                ["#: expected type: JSONObject, found: " + type(request_json).__name__]
+            )
+        return _malformed(_EMBED_SCHEMAS[family].problems(request_json))
+
+    def render_embeddings_at(self, path: str, request_json: Any) -> Rendered:
+        """The model's InvokeModel answer: Titan's `{"embedding", "embeddingsByType"
+        (V2), "inputTextTokenCount"}`, Cohere's `{"embeddings", "id", "response_type",
+        "texts"}` (`embeddings_floats`, a list of vectors, for v3 without
+        `embedding_types`; `embeddings_by_type`, `{"float": [...]}`, otherwise and always
+        for v4; v3 echoes its texts lower-cased, as recorded), with the
+        `x-amzn-bedrock-input-token-count` and `-invocation-latency` headers every
+        recorded answer has. Vectors and token counts are the fake's
+        (`dialects._embeddings`)."""
+        from ._embeddings import (
+            DEFAULT_DIMENSIONS,
+            fake_vector,
+            float32_json,
+            rendered_json,
+            token_count,
+        )
+
+        family = _embed_family(_invoke_model(path)) or "titan-v2"
+        body = request_json if isinstance(request_json, dict) else {}
+        payload: dict[str, Any]
+        if family.startswith("titan"):
+            text = str(body.get("inputText", ""))
+            dims = body.get("dimensions") if family == "titan-v2" else None
+            vec = [float32_json(v) for v in fake_vector(text, dims or DEFAULT_DIMENSIONS)]
+            tokens = token_count(text)
+            payload = {"embedding": vec}
+            if family == "titan-v2":
+                payload["embeddingsByType"] = {"float": vec}
+            payload["inputTextTokenCount"] = tokens
+        else:
+            texts = [str(t) for t in body.get("texts") or ()]
+            dims = body.get("output_dimension") or DEFAULT_DIMENSIONS
+            rows = [[float32_json(v) for v in fake_vector(t, dims)] for t in texts]
+            tokens = sum(token_count(t) for t in texts)
+            asked = body.get("embedding_types")
+            by_type = family == "cohere-v4" or asked is not None
+            payload = {
+                "embeddings": _by_type(rows, asked or ["float"]) if by_type else rows,
+                "id": _request_id(ScriptIds(Script(), json.dumps(texts))),
+                "response_type": "embeddings_by_type" if by_type else "embeddings_floats",
+                "texts": texts if family == "cohere-v4" else [t.lower() for t in texts],
+            }
+        rendered = rendered_json(json_bytes(payload), "application/json", b"{not json")
+        headers = (
+            *rendered.headers,
+            ("x-amzn-requestid", _request_id(ScriptIds(Script(), json.dumps(body)))),
+            ("x-amzn-bedrock-invocation-latency", "51"),
+            ("x-amzn-bedrock-input-token-count", str(tokens)),
+        )
+        return Rendered(rendered.status, headers, rendered.frames, malformed=rendered.malformed)
+
 
 def _stream_exception(status: int) -> str:
     found = _STATUS_EXCEPTIONS.get(status)
@@ -469,3 +547,172 @@ def _whole_tool_use(fragments: Sequence[Any]) -> dict[str, Any]:
     if first.id is not None:
         use["toolUseId"] = first.id
     return use
+
+
+# --- embeddings (InvokeModel) ---------------------------------------------------------
+
+_INVOKE = re.compile(r"/model/(.+)/invoke/?$")
+
+
+def _invoke_model(path: str) -> str:
+    match = _INVOKE.search(path)
+    return unquote(match.group(1)) if match else ""
+
+
+def _embed_family(model: str) -> str | None:
+    """Which embedding schema a model id (foundation model, inference profile or ARN)
+    takes: `titan-v2`, `titan-g1`, `cohere-v4`, `cohere-v3`, or `None`."""
+    name = model.rsplit("/", 1)[-1]
+    if re.search(r"(?:^|\.)amazon\.titan-embed-text-v2", name):
+        return "titan-v2"
+    if re.search(r"(?:^|\.)amazon\.titan-embed-(?:text-v1|g1-text)", name):
+        return "titan-g1"
+    if re.search(r"(?:^|\.)cohere\.embed-v4", name):
+        return "cohere-v4"
+    if re.search(r"(?:^|\.)cohere\.embed-(?:english|multilingual)-v3", name):
+        return "cohere-v3"
+    return None
+
+
+def _by_type(rows: list[list[float]], kinds: Sequence[str]) -> dict[str, Any]:
+    """Cohere's `embeddings_by_type`: floats, or quantized as Cohere documents it (int8
+    and uint8 per value; binary and ubinary one bit per value, packed eight to a byte,
+    binary signed)."""
+    out: dict[str, Any] = {}
+    for kind in kinds:
+        if kind == "float":
+            out[kind] = rows
+        elif kind in ("int8", "uint8"):
+            shift = 128 if kind == "uint8" else 0
+            out[kind] = [[max(-128, min(127, round(v * 127))) + shift for v in r] for r in rows]
+        else:
+            shift = 128 if kind == "binary" else 0
+            out[kind] = [
+                [
+                    int("".join("1" if v > 0 else "0" for v in r[i : i + 8]).ljust(8, "0"), 2)
+                    - shift
+                    for i in range(0, len(r), 8)
+                ]
+                for r in rows
+            ]
+    return out
+
+
+def _malformed(problems: Sequence[str]) -> Fault | None:
+    if not problems:
+        return None
+    return Fault(
+        "status",
+        status=400,
+        message="Malformed input request: "
+        + "".join(problems)
+        + ", please reformat your input and try again.",
+    )
+
+
+_JSON_TYPES = {str: "String", bool: "Boolean", int: "Integer", float: "Number", list: "JSONArray"}
+
+
+def _type_name(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), "JSONObject" if isinstance(value, dict) else "Null")
+
+
+@dataclass(frozen=True, slots=True)
+class _Schema:
+    """One model's InvokeModel body schema, checked as Bedrock's validator words it."""
+
+    required: tuple[str, ...]
+    types: dict[str, type]
+    enums: dict[str, frozenset[Any]]
+    max_items: dict[str, int]
+
+    def problems(self, body: dict[str, Any]) -> list[str]:
+        out = [f"#: required key [{k}] not found" for k in self.required if k not in body]
+        out += [f"#: extraneous key [{k}] is not permitted" for k in body if k not in self.types]
+        for key, value in body.items():
+            want = self.types.get(key)
+            if want is None:
+                continue
+            ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
+            if not ok:
+                out.append(
+                    f"#/{key}: expected type: {_JSON_TYPES[want]}, found: {_type_name(value)}"
+                )
+                continue
+            allowed = self.enums.get(key)
+            items = value if isinstance(value, list) else [value]
+            if isinstance(value, list):
+                limit = self.max_items.get(key)
+                if limit is not None and len(value) > limit:
+                    out.append(
+                        f"#/{key}: expected maximum item count: {limit}, found: {len(value)}"
+                    )
+                if key == "texts":
+                    out += [
+                        f"#/texts/{i}: expected type: String, found: {_type_name(t)}"
+                        for i, t in enumerate(value)
+                        if not isinstance(t, str)
+                    ]
+            if allowed is not None:
+                out += [
+                    f"#/{key}{'/' + str(i) if isinstance(value, list) else ''}: "
+                    f"{item} is not a valid enum value"
+                    for i, item in enumerate(items)
+                    if item not in allowed
+                ]
+        return out
+
+
+_COHERE_TYPES = frozenset({"float", "int8", "uint8", "binary", "ubinary"})
+_COHERE_INPUT_TYPES = frozenset(
+    {"search_document", "search_query", "classification", "clustering", "image"}
+)
+_EMBED_SCHEMAS: dict[str, _Schema] = {
+    "titan-g1": _Schema(("inputText",), {"inputText": str}, {}, {}),
+    "titan-v2": _Schema(
+        ("inputText",),
+        {"inputText": str, "dimensions": int, "normalize": bool, "embeddingTypes": list},
+        {
+            "dimensions": frozenset({256, 512, 1024}),
+            "embeddingTypes": frozenset({"float", "binary"}),
+        },
+        {},
+    ),
+    "cohere-v3": _Schema(
+        ("texts", "input_type"),
+        {
+            "texts": list,
+            "images": list,
+            "input_type": str,
+            "truncate": str,
+            "embedding_types": list,
+        },
+        {
+            "input_type": _COHERE_INPUT_TYPES,
+            "truncate": frozenset({"NONE", "START", "END"}),
+            "embedding_types": _COHERE_TYPES,
+        },
+        {"texts": 96},
+    ),
+    "cohere-v4": _Schema(
+        ("texts", "input_type"),
+        {
+            "texts": list,
+            "images": list,
+            "inputs": list,
+            "input_type": str,
+            "truncate": str,
+            "embedding_types": list,
+            "output_dimension": int,
+            "max_tokens": int,
+        },
+        {
+            "input_type": _COHERE_INPUT_TYPES,
+            "truncate": frozenset({"NONE", "START", "END"}),
+            "embedding_types": _COHERE_TYPES,
+            "output_dimension": frozenset({256, 512, 1024, 1536}),
+        },
+        {"texts": 96},
+    ),
+}
+"""The embedding models' body schemas (their model parameters pages)."""
