@@ -99,7 +99,8 @@ import httpx
 from .._adapters.base import HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile, InputSupport
-from .._embed._types import EmbedReply, EmbedRequest, RankedDocument, RerankReply, RerankRequest
+from .._embed._rankwire import ranked_documents
+from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
 from .._embed._wire import _post_json as post_json
 from .._embed._wire import decode_vector
 from .._errors import ConfigError, ProtocolError
@@ -284,26 +285,11 @@ class CohereAdapter(HTTPAdapter):
             body["top_n"] = request.top_n
         body.update(request.provider_options)
         payload = as_dict(await post_json(self, RERANK_PATH, body), pid, "body")
-        ranked: list[RankedDocument] = []
-        for i, item in enumerate(as_list(payload.get("results"), pid, "results")):
-            entry = as_dict(item, pid, f"results[{i}]")
-            index = opt_int(entry.get("index"), pid, f"results[{i}].index")
-            score = entry.get("relevance_score")
-            if index is None or index >= len(request.documents):
-                raise ProtocolError(
-                    f"{pid}: results[{i}].index is {index!r}, not one of the "
-                    f"{len(request.documents)} document(s) sent",
-                    provider=pid,
-                )
-            if isinstance(score, bool) or not isinstance(score, int | float):
-                raise ProtocolError(
-                    f"{pid}: results[{i}].relevance_score is not a number", provider=pid
-                )
-            ranked.append(RankedDocument(index, float(score), request.documents[index]))
+        ranked = ranked_documents(self, request, payload.get("results"), "results")
         meta = opt_dict(payload.get("meta"), pid, "meta") or {}
         billed = opt_dict(meta.get("billed_units"), pid, "meta.billed_units") or {}
         return RerankReply(
-            ranked=tuple(ranked),
+            ranked=ranked,
             usage=self._meta_usage(payload, billed_tokens=False),
             search_units=opt_int(billed.get("search_units"), pid, "meta.billed_units.search_units"),
         )

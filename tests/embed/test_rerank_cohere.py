@@ -18,7 +18,7 @@ import pytest
 import anyinfer as ai
 from anyinfer.fakeservers import FakeServer, FakeTransport, Fault, Script
 from anyinfer.fakeservers.dialects._embeddings import fake_vector, token_count
-from anyinfer.fakeservers.dialects.cohere_v2 import relevance
+from anyinfer.fakeservers.dialects._retrieval import fake_relevance as relevance
 
 FAST = ai.RetryPolicy(max_retries=2, backoff_base_s=0.001, jitter=0.0)
 EMBED = "cohere:embed-v4.0"

@@ -10,9 +10,10 @@ ends with `data: [DONE]` (no `event:` line), as every recorded stream does.
 `POST …/v2/embed` and `POST …/v2/rerank` answer in the shapes of the SDK's
 `EmbedByTypeResponse` and `V2RerankResponse` and of the recordings (pydantic-ai's
 `test_embeddings/TestCohere.*`, langchain-cohere's `test_langchain_cohere_rerank_*`), with
-the fake's own numbers: vectors from `dialects._embeddings.fake_vector`, and as a
-relevance score the cosine similarity of the query's and the document's fake vectors,
-clipped to Cohere's `[0, 1]`, so a document sharing the query's words ranks first. The
+the fake's own numbers: vectors from `dialects._embeddings.fake_vector`, and as
+relevance scores `dialects._retrieval.fake_ranking`'s (the cosine of the query's and the
+document's fake vectors, moved to Cohere's `[0, 1]`, as every fake reranker scores), so
+a document sharing the query's words ranks first. The
 fake bills one search unit per started hundred documents (Cohere's pricing unit: one
 query over up to 100 documents). Bodies Cohere refuses for certain get its 400 shape
 `{"id", "message"}`, in the fake's words: embed without `texts` of strings or without
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import math
 import struct
 import uuid
 from collections.abc import Sequence
@@ -45,14 +45,14 @@ from .._script import (
     ToolFragment,
 )
 from ._base import Dialect, EmbeddingProfile, InStreamError, WireProfile, json_bytes
-from ._embeddings import embedding_rows, fake_vector, float32_json, rendered_json
+from ._embeddings import embedding_rows, float32_json, rendered_json
+from ._retrieval import fake_ranking, positive_int
 
 __all__ = [
     "FINISH_REASONS",
     "CohereV2Dialect",
     "embed_fault",
     "embed_payload",
-    "relevance",
     "rerank_fault",
     "rerank_payload",
 ]
@@ -526,32 +526,22 @@ def rerank_fault(request_json: Any) -> Fault | None:
     if len(docs) > RERANK_MAX_DOCUMENTS:
         return _refused(f"fake: 'documents' holds {len(docs)} items, at most 1000 are accepted")
     top_n = body.get("top_n")
-    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
+    if top_n is not None and not positive_int(top_n):
         return _refused("fake: 'top_n' must be a positive integer")
     return None
-
-
-def relevance(query: str, document: str) -> float:
-    """The fake's relevance score: the cosine similarity of the two fake vectors (both
-    are unit length), clipped to `[0, 1]` and rounded to float32."""
-    q, d = fake_vector(query), fake_vector(document)
-    return float32_json(min(1.0, max(0.0, math.fsum(a * b for a, b in zip(q, d, strict=True)))))
 
 
 def rerank_payload(request_json: dict[str, Any]) -> dict[str, Any]:
     """The JSON body Cohere answers an (accepted) rerank request with: results best
     first (ties in document order), cut to `top_n`."""
-    query = str(request_json.get("query", ""))
     docs = _strings(request_json.get("documents")) or []
-    scored = sorted(
-        ((relevance(query, d), i) for i, d in enumerate(docs)), key=lambda p: (-p[0], p[1])
-    )
     top_n = request_json.get("top_n")
-    if isinstance(top_n, int):
-        scored = scored[:top_n]
+    ranked = fake_ranking(
+        str(request_json.get("query", "")), docs, top_n if positive_int(top_n) else None
+    )
     return {
         "id": _uuid(repr(request_json)),
-        "results": [{"index": i, "relevance_score": score} for score, i in scored],
+        "results": [{"index": i, "relevance_score": score} for i, score in ranked],
         "meta": {
             "api_version": _API_VERSION,
             "billed_units": {"search_units": -(-len(docs) // _DOCUMENTS_PER_SEARCH_UNIT)},
