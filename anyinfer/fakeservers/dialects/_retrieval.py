@@ -14,16 +14,19 @@ with the query rank first, so a rerank over them behaves like a (very small) rea
 
 from __future__ import annotations
 
+import base64
 import math
-from abc import abstractmethod
+import struct
 from typing import Any
 
-from .._script import Fault, Frame, Rendered, Script
+from .._script import EmbedShape, Frame, Rendered, Script
 from ._base import Dialect, json_bytes
-from ._embeddings import fake_vector, float32_json
+from ._embeddings import EmbeddingRows, fake_vector, float32_json
 
 __all__ = [
     "RetrievalDialect",
+    "indexed_entries",
+    "read_indexed_entries",
     "fake_ranking",
     "fake_relevance",
     "positive_int",
@@ -58,6 +61,43 @@ def string_list(value: Any) -> list[str] | None:
     return None
 
 
+def indexed_entries(rows: EmbeddingRows, as_base64: bool) -> list[dict[str, Any]]:
+    """`rows` as OpenAI-shaped entries (`{"object": "embedding", "embedding", "index"}`,
+    in the order the rows list them), each embedding numbers or base64 float32."""
+    entries = []
+    for index, vec in rows.entries:
+        embedding: Any
+        if as_base64 and not rows.floats:
+            embedding = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode("ascii")
+        else:
+            embedding = [float32_json(v) for v in vec]
+        entries.append({"object": "embedding", "embedding": embedding, "index": index})
+    return entries
+
+
+def read_indexed_entries(payload: Any) -> tuple[list[list[float]], int | None] | None:
+    """An OpenAI-shaped answer read back without an adapter: `data[].embedding` put in
+    order by `index`, and `usage.total_tokens` (Voyage AI's and Jina AI's only count)."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list):
+        return None
+    placed: dict[int, list[float]] = {}
+    for position, item in enumerate(data):
+        if not isinstance(item, dict):
+            return None
+        value, index = item.get("embedding"), item.get("index", position)
+        if isinstance(value, str):
+            raw = base64.b64decode(value)
+            placed[index] = list(struct.unpack(f"<{len(raw) // 4}f", raw))
+        elif isinstance(value, list):
+            placed[index] = [float(v) for v in value]
+        else:
+            return None
+    usage = payload.get("usage")
+    tokens = usage.get("total_tokens") if isinstance(usage, dict) else None
+    return [placed[i] for i in sorted(placed)], tokens if isinstance(tokens, int) else None
+
+
 def positive_int(value: Any) -> bool:
     """Whether `value` is an integer (not a bool) of at least 1."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
@@ -66,9 +106,11 @@ def positive_int(value: Any) -> bool:
 class RetrievalDialect(Dialect):
     """A protocol that embeds and reranks but does not generate.
 
-    Subclasses implement `render_error`, the embedding trio (`is_embedding`,
-    `embedding_fault`, `render_embeddings`) and the rerank trio (`is_rerank`,
-    `rerank_fault`, `render_rerank`).
+    Subclasses implement `render_error`, the embedding hooks (`is_embedding`,
+    `embedding_fault`, `embedding_inputs`, `render_embedding_answer`,
+    `read_embedding_answer`) and the rerank ones (`is_rerank`, `rerank_fault`,
+    `render_rerank`); an embedding answer is the fake's `embedding_rows`, shaped by the
+    script's `EmbedShape`, in the protocol's fields.
     """
 
     content_type = "application/json"
@@ -89,17 +131,19 @@ class RetrievalDialect(Dialect):
         """Garbage that makes a JSON answer invalid."""
         return b"{not json"
 
-    @abstractmethod
-    def is_rerank(self, method: str, path: str) -> bool:
-        """Whether a request asks for a ranking."""
+    def render_embeddings(self, request_json: Any) -> Rendered:
+        """The plain answer (`render_embedding_answer` without a shape)."""
+        return self.render_embedding_answer("", request_json, None)
 
-    @abstractmethod
-    def rerank_fault(self, request_json: Any) -> Fault | None:
-        """The error the real server answers for a rerank body it refuses, or `None`."""
+    def render_embedding_answer(
+        self, path: str, request_json: Any, shape: EmbedShape | None
+    ) -> Rendered:
+        """The answer to an embedding request, shaped by `shape` (see `embedding_rows`).
 
-    @abstractmethod
-    def render_rerank(self, request_json: Any) -> Rendered:
-        """The successful answer to a rerank request."""
+        Raises:
+            NotImplementedError: In a subclass that renders no embeddings.
+        """
+        raise NotImplementedError(f"the {self.name} dialect serves no embeddings")
 
     def json_answer(
         self,

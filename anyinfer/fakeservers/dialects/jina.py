@@ -20,13 +20,19 @@ meta-prompt, and what working clients read):
 
 from __future__ import annotations
 
-import base64
-import struct
 from typing import Any
 
-from .._script import Fault, Rendered
-from ._embeddings import DEFAULT_DIMENSIONS, fake_vector, float32_json, token_count
-from ._retrieval import RetrievalDialect, fake_ranking, positive_int, string_list
+from .._script import EmbedShape, Fault, Rendered
+from ._base import EmbeddingProfile
+from ._embeddings import embedding_rows, token_count
+from ._retrieval import (
+    RetrievalDialect,
+    fake_ranking,
+    indexed_entries,
+    positive_int,
+    read_indexed_entries,
+    string_list,
+)
 
 __all__ = ["JinaDialect"]
 
@@ -42,6 +48,15 @@ class JinaDialect(RetrievalDialect):
 
     name = "jina"
     base_path = "/v1"
+    embedding = EmbeddingProfile(
+        # OpenAI's shape: every entry carries its `index`; floats or, for
+        # `embedding_type: "base64"`, base64 float32; `usage.total_tokens` documented.
+        indexed=True,
+        encodings=("float", "base64"),
+        usage="always",
+        dimensions=True,
+        breaks=("wrong_dimensions", "missing_entry", "duplicate_index"),
+    )
 
     def render_error(self, fault: Fault) -> Rendered:
         """`{"detail": message}` with the fault's status (and `Retry-After`)."""
@@ -72,29 +87,27 @@ class JinaDialect(RetrievalDialect):
             return _invalid("fake: dimensions must be a positive integer")
         return None
 
-    def render_embeddings(self, request_json: Any) -> Rendered:
-        """Jina's embeddings list (numbers, or base64 float32 when asked)."""
-        texts = self.embedding_inputs(request_json) or []
-        dims = request_json.get("dimensions") or DEFAULT_DIMENSIONS
-        as_base64 = request_json.get("embedding_type") == "base64"
-        data = []
-        for i, text in enumerate(texts):
-            vec = fake_vector(text, dims)
-            embedding: Any
-            if as_base64:
-                embedding = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode("ascii")
-            else:
-                embedding = [float32_json(v) for v in vec]
-            data.append({"object": "embedding", "index": i, "embedding": embedding})
-        tokens = sum(token_count(t) for t in texts)
-        return self.json_answer(
-            {
-                "model": str(request_json.get("model", "")),
-                "object": "list",
-                "usage": {"total_tokens": tokens},
-                "data": data,
-            }
+    def render_embedding_answer(
+        self, path: str, request_json: Any, shape: EmbedShape | None
+    ) -> Rendered:
+        """Jina's embeddings list, shaped by `shape` (entries in any order, each with its
+        `index`; `usage` left out when the shape reports none)."""
+        dims = request_json.get("dimensions")
+        rows = embedding_rows(
+            self.embedding_inputs(request_json) or [],
+            dims if positive_int(dims) else None,
+            shape,
+            indexed=True,
         )
+        payload: dict[str, Any] = {"model": str(request_json.get("model", "")), "object": "list"}
+        if rows.tokens is not None:
+            payload["usage"] = {"total_tokens": rows.tokens}
+        payload["data"] = indexed_entries(rows, request_json.get("embedding_type") == "base64")
+        return self.json_answer(payload)
+
+    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
+        """`data[].embedding` in `index` order and `usage.total_tokens`."""
+        return read_indexed_entries(payload)
 
     # --- rerank ----------------------------------------------------------------------
 

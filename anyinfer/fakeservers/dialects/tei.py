@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._script import Fault, Frame, Rendered
-from ._base import json_bytes
-from ._embeddings import DEFAULT_DIMENSIONS, fake_vector, float32_json, token_count
+from .._script import EmbedShape, Fault, Frame, Rendered
+from ._base import EmbeddingProfile, json_bytes
+from ._embeddings import embedding_rows, float32_json, token_count
 from ._retrieval import RetrievalDialect, fake_ranking, positive_int, string_list
 
 __all__ = ["MAX_CLIENT_BATCH_SIZE", "TEIDialect"]
@@ -74,6 +74,15 @@ class TEIDialect(RetrievalDialect):
 
     name = "tei"
     base_path = ""
+    embedding = EmbeddingProfile(
+        # A bare array in input order (no index), floats only, the count in the
+        # `x-compute-tokens` header TEI's router sets on every answer.
+        indexed=False,
+        encodings=("float",),
+        usage="always",
+        dimensions=True,
+        breaks=("wrong_dimensions", "missing_entry"),
+    )
 
     def render_error(self, fault: Fault) -> Rendered:
         """TEI's error for the fault's status (see the module documentation)."""
@@ -154,12 +163,27 @@ class TEIDialect(RetrievalDialect):
             return _fault(422, "fake: dimensions must be a positive integer")
         return None
 
-    def render_embeddings(self, request_json: Any) -> Rendered:
-        """TEI's array of float arrays, with `x-compute-tokens`."""
-        texts = self.embedding_inputs(request_json) or []
-        dims = request_json.get("dimensions") or DEFAULT_DIMENSIONS
-        rows = [[float32_json(v) for v in fake_vector(t, dims)] for t in texts]
-        return self.json_answer(rows, headers=self._tokens(sum(token_count(t) for t in texts)))
+    def render_embedding_answer(
+        self, path: str, request_json: Any, shape: EmbedShape | None
+    ) -> Rendered:
+        """TEI's array of float arrays in input order (no index to shuffle by), shaped by
+        `shape`, with `x-compute-tokens` unless the shape reports no usage."""
+        dims = request_json.get("dimensions")
+        rows = embedding_rows(
+            self.embedding_inputs(request_json) or [],
+            dims if positive_int(dims) else None,
+            shape,
+            indexed=False,
+        )
+        body = [[float32_json(v) for v in vec] for _index, vec in rows.entries]
+        headers = () if rows.tokens is None else self._tokens(rows.tokens)
+        return self.json_answer(body, headers=headers)
+
+    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
+        """The bare array of vectors (the token count travels in a header, not here)."""
+        if not isinstance(payload, list) or not all(isinstance(r, list) for r in payload):
+            return None
+        return [[float(v) for v in r] for r in payload], None
 
     # --- rerank ----------------------------------------------------------------------
 

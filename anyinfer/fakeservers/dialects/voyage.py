@@ -23,13 +23,19 @@ tokens once per document plus every document's, as Voyage's FAQ counts them.
 
 from __future__ import annotations
 
-import base64
-import struct
 from typing import Any
 
-from .._script import Fault, Rendered
-from ._embeddings import DEFAULT_DIMENSIONS, fake_vector, float32_json, token_count
-from ._retrieval import RetrievalDialect, fake_ranking, positive_int, string_list
+from .._script import EmbedShape, Fault, Rendered
+from ._base import EmbeddingProfile
+from ._embeddings import embedding_rows, token_count
+from ._retrieval import (
+    RetrievalDialect,
+    fake_ranking,
+    indexed_entries,
+    positive_int,
+    read_indexed_entries,
+    string_list,
+)
 
 __all__ = ["VoyageDialect"]
 
@@ -48,6 +54,15 @@ class VoyageDialect(RetrievalDialect):
 
     name = "voyage"
     base_path = "/v1"
+    embedding = EmbeddingProfile(
+        # Every `data[]` entry carries its `index`; `usage.total_tokens` is on every
+        # recorded answer; `encoding_format: "base64"` (the SDK's default) or floats.
+        indexed=True,
+        encodings=("float", "base64"),
+        usage="always",
+        dimensions=True,
+        breaks=("wrong_dimensions", "missing_entry", "duplicate_index"),
+    )
 
     def render_error(self, fault: Fault) -> Rendered:
         """`{"detail": message}` with the fault's status (and `Retry-After`)."""
@@ -84,28 +99,30 @@ class VoyageDialect(RetrievalDialect):
             return _bad("fake: encoding_format must be base64 or null")
         return None
 
-    def render_embeddings(self, request_json: Any) -> Rendered:
-        """Voyage's embeddings list (numbers, or base64 float32 when asked)."""
-        texts = self.embedding_inputs(request_json) or []
-        dims = request_json.get("output_dimension") or DEFAULT_DIMENSIONS
-        as_base64 = request_json.get("encoding_format") == "base64"
-        data = []
-        for i, text in enumerate(texts):
-            vec = fake_vector(text, dims)
-            embedding: Any
-            if as_base64:
-                embedding = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode("ascii")
-            else:
-                embedding = [float32_json(v) for v in vec]
-            data.append({"object": "embedding", "embedding": embedding, "index": i})
-        return self.json_answer(
-            {
-                "object": "list",
-                "data": data,
-                "model": str(request_json.get("model", "")),
-                "usage": {"total_tokens": sum(token_count(t) for t in texts)},
-            }
+    def render_embedding_answer(
+        self, path: str, request_json: Any, shape: EmbedShape | None
+    ) -> Rendered:
+        """Voyage's embeddings list, shaped by `shape` (entries in any order, each with
+        its `index`; `usage` left out when the shape reports none)."""
+        dims = request_json.get("output_dimension")
+        rows = embedding_rows(
+            self.embedding_inputs(request_json) or [],
+            dims if positive_int(dims) else None,
+            shape,
+            indexed=True,
         )
+        payload: dict[str, Any] = {
+            "object": "list",
+            "data": indexed_entries(rows, request_json.get("encoding_format") == "base64"),
+            "model": str(request_json.get("model", "")),
+        }
+        if rows.tokens is not None:
+            payload["usage"] = {"total_tokens": rows.tokens}
+        return self.json_answer(payload)
+
+    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
+        """`data[].embedding` in `index` order and `usage.total_tokens`."""
+        return read_indexed_entries(payload)
 
     # --- rerank ----------------------------------------------------------------------
 
