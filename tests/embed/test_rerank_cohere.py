@@ -317,6 +317,17 @@ def test_a_cohere_embed_model_price_prices_the_call() -> None:
     assert result.cost_usd == Decimal("0.00000012") * 4
 
 
+def test_a_search_unit_price_prices_a_split_rerank() -> None:
+    price = ai.ModelPrice(input=Decimal(0), output=Decimal(0), search_unit=Decimal("0.002"))
+    table = ai.PricingTable({RERANK: price})
+    transport = FakeTransport("cohere-v2", lambda request: Script())
+    docs = [f"document {i}" for i in range(1050)]
+    with ai.Client([cohere(transport=transport)], pricing_table=table) as client:
+        result = client.rerank(QUERY, docs, target=RERANK, top_n=3)
+    assert result.search_units == 10 + 1  # 1000 documents, then 50
+    assert result.cost_usd == Decimal("0.002") * 11
+
+
 def test_sync_and_async_rerank_agree_over_the_fake() -> None:
     transport = FakeTransport("cohere-v2", lambda request: Script())
     with ai.Client([cohere(transport=transport)]) as client:
