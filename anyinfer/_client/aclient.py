@@ -109,6 +109,8 @@ class AsyncClient:
 
             registry = default_registry()
         self._registry = registry
+        # Engine ids whose adapter class generates (`_check_generates` fills it once each).
+        self._generates: set[str] = set()
         settings: dict[str, ProviderSettings] = {}
         for s in providers or ():
             if not isinstance(s, ProviderSettings):
@@ -576,14 +578,11 @@ class AsyncClient:
         chosen = self._route_for(target, route)
         targets = tuple(self.resolve(t) for t in chosen.targets)
         redirects = tuple(self.resolve(t) for t in chosen.content_policy_targets)
-        from .._adapters.base import refuse_unserved
-
-        classes = self._registry.adapter_class
-        refuse_unserved(
-            "generate",
-            ((t, classes(t.provider_id)) for t in (*targets, *redirects)),
-            "stream()" if wire_stream else "generate()",
-        )
+        generates, every = self._generates, (*targets, *redirects)
+        for t in every:
+            if t.provider_id not in generates:
+                self._check_generates(every, wire_stream)
+                break
         structured: Structured | None = None
         if schema is not None:
             from .._structured.output import Repair, normalize_schema
@@ -627,6 +626,16 @@ class AsyncClient:
             max_response_bytes=max_response_bytes,
         )
         return AsyncStream(router.run(chosen, targets, redirects, base, options, structured))
+
+    def _check_generates(self, targets: tuple[ResolvedTarget, ...], wire_stream: bool) -> None:
+        """Refuse a route holding a target whose adapter does not generate (see
+        `refuse_unserved`); remember the engines that do, so later calls skip the check."""
+        from .._adapters.base import refuse_unserved
+
+        classes = self._registry.adapter_class
+        pairs = [(t, classes(t.provider_id)) for t in targets]
+        refuse_unserved("generate", pairs, "stream()" if wire_stream else "generate()")
+        self._generates.update(t.provider_id for t in targets)
 
     def _build_router(self) -> Router:
         """The router and attempt runner, built (and their modules imported) on first use."""
