@@ -32,6 +32,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from .._adapters.base import refuse_unserved
 from .._client.validate import need_int, need_number
 from .._errors import AnyInferError, ConfigError, ProtocolError
 from .._types import AttemptRecord, ResolvedTarget, Timing
@@ -217,13 +218,9 @@ class RerankRunner:
                 why="relevance scores of different models are not on one scale, so a "
                 "ranking served or merged from it would silently mix them",
             )
-        for t in targets:
-            if not adapter_class(self._targets, t).serves_rerank():
-                raise ConfigError(
-                    f"rerank(): {t} cannot rerank: its provider ({t.provider_id}) has no "
-                    "reranking support in AnyInfer",
-                    provider=t.provider,
-                )
+        refuse_unserved(
+            "rerank", ((t, adapter_class(self._targets, t)) for t in targets), "rerank()"
+        )
         base = RerankRequest(
             model=targets[0].model, query=query, documents=docs, top_n=top_n, timeout_s=timeout_s
         )

@@ -107,7 +107,7 @@ DOCS = [
         ("cats", DOCS, {"concurrency": 0}, "concurrency"),
         ("cats", DOCS, {"timeout_s": 0}, "timeout_s"),
         ("cats", DOCS, {"same_model": "yes"}, "same_model"),
-        ("cats", DOCS, {"target": "plain:m"}, "plain:m cannot rerank"),
+        ("cats", DOCS, {"target": "plain:m"}, "plain:m: plain (plain) does not serve reranking"),
     ],
 )
 def test_an_invalid_call_is_refused_before_anything_is_sent(
