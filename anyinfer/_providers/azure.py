@@ -28,9 +28,10 @@ an `OpenAICompatAdapter` with Azure routing, auth and error reading:
   `ContentFilterError`; `context_length_exceeded` a `ContextWindowError`; 429s carry
   `retry-after-ms` / `retry-after` as `RateLimitError.retry_after`.
 - embeddings (`embed()`): `POST {base}/openai/deployments/{model}/embeddings
-  ?api-version=...` (deployments) or `POST {base}/openai/v1/embeddings` (v1), OpenAI's
-  body and answer (base64 or float vectors, `usage.prompt_tokens`), at most 2048 inputs a
-  request; the model-inference route does not embed here (`ConfigError`).
+  ?api-version=...` (deployments), `POST {base}/openai/v1/embeddings` (v1) or
+  `POST {base}/models/embeddings?api-version=...` (model inference, which also takes
+  `input_type`), OpenAI's body and answer (base64 or float vectors,
+  `usage.prompt_tokens`), at most 2048 inputs a request.
 - discovery (`models()`): deployments list `GET {base}/openai/models?api-version=` - the
   models the resource can serve, with their capabilities and lifecycle (listing
   *deployments* needs the Azure management API, which this adapter does not call);
@@ -154,34 +155,46 @@ class AzureFoundryAdapter(OpenAICompatAdapter):
     # --- embeddings ----------------------------------------------------------------
 
     def embeddings_route(self, model: str) -> str:
-        """The embeddings path (with its `api-version` query) for the chosen `api`.
-
-        Raises:
-            ConfigError: On the model-inference route, whose embeddings this adapter
-                does not call.
-        """
+        """The embeddings path, with its `api-version` query, for the chosen `api`."""
         if self.api == "openai-deployments":
             path = f"/openai/deployments/{quote(model, safe='')}/embeddings"
         elif self.api == "openai-v1":
             path = "/openai/v1/embeddings"
         else:
-            raise ConfigError(
-                f"{self.instance_id}: embed() is served on Azure OpenAI's routes "
-                "(options['api'] 'openai-deployments' or 'openai-v1'), not on the "
-                "model-inference route",
-                provider=self.instance_id,
-            )
+            path = "/models/embeddings"
         if self.api_version:
             path += f"?api-version={quote(self.api_version, safe='')}"
         return path
 
     async def embed(self, request: EmbedRequest) -> EmbedReply:
-        """Embed one batch at the deployment's (or v1's) `/embeddings`, with OpenAI's
-        body and answer (`anyinfer._embed._wire.openai_embed`). The target's model is
-        the deployment name; it is also sent as `model`, as the `openai` SDK sends it."""
-        from .._embed._wire import openai_embed
+        """Embed one batch at the route's `/embeddings`, with OpenAI's body and answer.
 
-        return await openai_embed(self, request, self.embeddings_route(request.model))
+        Azure OpenAI (deployments, v1) reads it as OpenAI does
+        (`anyinfer._embed._wire.openai_embed`); the target's model is the deployment
+        name, also sent as `model`, as the `openai` SDK sends it. Azure AI model
+        inference takes the same body plus `input_type` (`query`, `document`, `text`),
+        and `extra-parameters: pass-through` when provider options add fields of their
+        own, as for chat.
+        """
+        from .._embed._wire import openai_embed, openai_shaped_reply
+
+        path = self.embeddings_route(request.model)
+        if self.api != "model-inference":
+            return await openai_embed(self, request, path)
+        body: dict[str, Any] = {"input": list(request.inputs), "model": request.model}
+        body["encoding_format"] = request.encoding
+        if request.dimensions is not None:
+            body["dimensions"] = request.dimensions
+        if request.input_type is not None:
+            body["input_type"] = request.input_type
+        body.update(request.provider_options)
+        headers = {"extra-parameters": "pass-through"} if request.provider_options else None
+        response = await self.send("POST", path, json_body=body, headers=headers)
+        try:
+            payload = await self.read_json(response)
+        finally:
+            await response.aclose()
+        return openai_shaped_reply(self, request, payload)
 
     # --- errors --------------------------------------------------------------------
 

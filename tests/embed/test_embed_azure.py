@@ -95,15 +95,33 @@ def test_batches_of_at_most_2048() -> None:
     assert result.vectors[2048] == f32(fake_vector("t2048"))
 
 
-def test_the_model_inference_route_does_not_embed() -> None:
-    transport = FakeTransport("azure-openai", lambda request: Script())
-    settings = azure("https://hub.services.ai.azure.com", transport=transport, options={})
-    with ai.Client([settings]) as client:
-        with pytest.raises(ai.AllTargetsFailedError, match="model-inference") as info:
-            client.embed(["a"], route=ai.Route(TARGET, retry=NO_RETRY))
-    assert transport.requests == []  # refused before anything was sent
-    error = info.value.attempts[-1].error
-    assert error is not None and error.type_name == "ConfigError" and not error.retryable
+@pytest.mark.loopback
+def test_the_model_inference_route_embeds_with_its_input_type() -> None:
+    seen = Seen()
+    with FakeServer("azure-openai", seen) as srv:
+        settings = azure(srv.base_url, options={"api": "model-inference"})
+        with ai.Client([settings]) as client:
+            result = client.embed(TEXTS, target="azure-foundry:cohere-embed-v3", input_type="query")
+            extra = client.embed(
+                TEXTS[:1],
+                target="azure-foundry:cohere-embed-v3",
+                provider_options={"azure-foundry": {"truncate": "END"}},
+            )
+        bodies = [r.json for r in srv.requests]
+    first, second = seen.requests
+    assert first.url.path == "/models/embeddings"
+    assert first.url.params["api-version"] == "2024-05-01-preview"
+    assert bodies[0] == {
+        "input": TEXTS,
+        "model": "cohere-embed-v3",
+        "encoding_format": "base64",
+        "input_type": "query",
+    }
+    assert "extra-parameters" not in first.headers
+    assert second.headers["extra-parameters"] == "pass-through"
+    assert bodies[1]["truncate"] == "END"
+    assert result.vectors == tuple(f32(fake_vector(t)) for t in TEXTS)
+    assert not result.warnings and not extra.warnings
 
 
 @pytest.mark.loopback

@@ -15,11 +15,11 @@ have no `service_tier` or `obfuscation` field, and their keys are sorted.
 
 Requests are routed by path: `…/openai/deployments/{name}/chat/completions`,
 `…/openai/v1/chat/completions` and `…/models/chat/completions` (Azure AI model
-inference) are all generation requests; `…/openai/deployments/{name}/embeddings` and
-`…/openai/v1/embeddings` embedding requests (OpenAI's shapes, as Azure's REST reference
-gives them: at most 2048 inputs, base64 or float vectors); `…/openai/models` and
-`…/openai/v1/models` list models. The `api-version` query parameter is the client's
-business and not checked.
+inference) are all generation requests; `…/openai/deployments/{name}/embeddings`,
+`…/openai/v1/embeddings` and `…/models/embeddings` embedding requests (OpenAI's shapes,
+as Azure's REST reference gives them: at most 2048 inputs, base64 or float vectors);
+`…/openai/models` and `…/openai/v1/models` list models. The `api-version` query
+parameter is the client's business and not checked.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ _GENERATION = re.compile(
     r"(?:/openai/deployments/[^/]+|/openai/v1|/models)/chat/completions/?$",
 )
 _MODELS = re.compile(r"/openai(?:/v1)?/models/?$")
-_EMBEDDINGS = re.compile(r"(?:/openai/deployments/[^/]+|/openai/v1)/embeddings/?$")
+_EMBEDDINGS = re.compile(r"(?:/openai/deployments/[^/]+|/openai/v1|/models)/embeddings/?$")
 
 _SAFE = {"filtered": False, "severity": "safe"}
 _CATEGORIES = ("hate", "self_harm", "sexual", "violence")
@@ -212,9 +212,9 @@ class AzureOpenAIDialect(OpenAIChatDialect):
         return method == "POST" and _GENERATION.search(path) is not None
 
     def is_embedding(self, method: str, path: str) -> bool:
-        """`POST …/openai/deployments/{name}/embeddings` or `POST …/openai/v1/embeddings`:
-        OpenAI's embeddings body and answer (`dialects._embeddings`), refused in Azure's
-        error envelope."""
+        """`POST …/openai/deployments/{name}/embeddings`, `…/openai/v1/embeddings` or
+        `…/models/embeddings` (Azure AI model inference): OpenAI's embeddings body and
+        answer (`dialects._embeddings`), refused in Azure's error envelope."""
         return method == "POST" and _EMBEDDINGS.search(path) is not None
 
     def is_models(self, method: str, path: str) -> bool:
