@@ -106,7 +106,7 @@ import mimetypes
 import re
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
 
@@ -115,7 +115,6 @@ from .._adapters.errormap import ErrorKind
 from .._adapters.framing import loads_or_none
 from .._adapters.profile import INPUT_KINDS, AdapterProfile, InputSupport
 from .._client.instance import provider_default_base_url, resolve_base_url
-from .._embed._types import EmbedReply, EmbedRequest
 from .._errors import (
     ConfigError,
     ContentFilterError,
@@ -128,6 +127,9 @@ from .._settings import ProviderSettings
 from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, UsagePart, WarningPart
 from .._types import Generation, Usage
 from ._wire import as_dict, as_list, as_str, flushed, native_turn, opt_dict, opt_int, opt_str
+
+if TYPE_CHECKING:
+    from .._embed._types import EmbedReply, EmbedRequest
 
 _SAMPLING_FIELDS: Mapping[str, str | None] = {
     "temperature": "temperature",

@@ -18,14 +18,13 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
 
 from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler, Sender
 from .._adapters.errormap import error_fields
 from .._adapters.profile import AdapterProfile, InputSupport
-from .._embed._types import EmbedReply, EmbedRequest
 from .._errors import ConfigError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import (
@@ -39,6 +38,9 @@ from .._request import GenerationRequest
 from .._stream.parts import FinishPart, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, flushed, opt_dict, opt_int, opt_str
+
+if TYPE_CHECKING:
+    from .._embed._types import EmbedReply, EmbedRequest
 
 __all__ = ["CHAT_INPUTS", "OpenAIChatAdapter", "RefusalWatch", "chat_part"]
 
