@@ -25,7 +25,15 @@ if TYPE_CHECKING:
     from .._observers import Telemetry
     from .._telemetry import TelemetryEvent, UnaryOperation
 
-__all__ = ["SILENT", "Billed", "UnaryInstrument", "check_metadata", "reporter", "unary_instrument"]
+__all__ = [
+    "SILENT",
+    "Billed",
+    "Outcome",
+    "UnaryInstrument",
+    "check_metadata",
+    "reporter",
+    "unary_instrument",
+]
 
 
 class Billed(Protocol):
@@ -33,6 +41,19 @@ class Billed(Protocol):
 
     @property
     def usage(self) -> Usage: ...
+
+
+class Outcome(Protocol):
+    """A call's result (`Embeddings`, `Reranking`), as `OperationEnded` reports it."""
+
+    @property
+    def target(self) -> ResolvedTarget: ...
+
+    @property
+    def usage(self) -> Usage: ...
+
+    @property
+    def timing(self) -> Timing: ...
 
 
 class UnaryInstrument:
@@ -44,7 +65,7 @@ class UnaryInstrument:
         operation: `"embeddings"` or `"rerank"`.
     """
 
-    __slots__ = ("_metadata", "_operation", "_request_id", "_telemetry")
+    __slots__ = ("_batches", "_inputs", "_metadata", "_operation", "_request_id", "_telemetry")
 
     def __init__(
         self, telemetry: Telemetry, metadata: Mapping[str, str], operation: UnaryOperation
@@ -55,6 +76,7 @@ class UnaryInstrument:
         self._metadata = metadata
         self._operation: UnaryOperation = operation
         self._request_id = new_request_id()
+        self._inputs = self._batches = 0
 
     @property
     def active(self) -> bool:
@@ -76,9 +98,11 @@ class UnaryInstrument:
         top_n: int | None = None,
         query: str | None = None,
     ) -> None:
-        """`OperationStarted` (the texts and query reach payload observers only)."""
+        """`OperationStarted` (the texts and query reach payload observers only); the
+        counts are the ones `ended` and `failed` report."""
         from .._telemetry import OperationStarted
 
+        self._inputs, self._batches = len(texts), batch_count
         self._emit(
             OperationStarted(
                 request_id=self._request_id,
@@ -130,38 +154,35 @@ class UnaryInstrument:
 
     def ended(
         self,
+        result: Outcome,
         *,
-        target: ResolvedTarget,
-        usage: Usage,
-        timing: Timing,
-        input_count: int,
-        batch_count: int,
         dimensions: int | None = None,
         result_count: int | None = None,
         search_units: int | None = None,
     ) -> None:
-        """`OperationEnded` for a call that produced a result."""
+        """`OperationEnded` for a call that produced `result`."""
         from .._telemetry import OperationEnded
 
+        usage = result.usage
         self._emit(
             OperationEnded(
                 request_id=self._request_id,
                 metadata=self._metadata,
                 operation=self._operation,
                 ok=True,
-                target=target,
-                input_count=input_count,
-                batch_count=batch_count,
+                target=result.target,
+                input_count=self._inputs,
+                batch_count=self._batches,
                 usage=usage,
                 cost_usd=usage.cost_usd,
-                timing=timing,
+                timing=result.timing,
                 dimensions=dimensions,
                 result_count=result_count,
                 search_units=search_units,
             )
         )
 
-    def failed(self, error: AnyInferError, *, input_count: int, batch_count: int) -> None:
+    def failed(self, error: AnyInferError) -> None:
         """`OperationEnded` for a call that raised `error` (as for generation, a
         cancelled call reports nothing more)."""
         from .._telemetry import OperationEnded
@@ -172,11 +193,24 @@ class UnaryInstrument:
                 metadata=self._metadata,
                 operation=self._operation,
                 ok=False,
-                input_count=input_count,
-                batch_count=batch_count,
+                input_count=self._inputs,
+                batch_count=self._batches,
                 error=error.to_info(),
             )
         )
+
+    def __enter__(self) -> None:
+        """`with tel:` around a call's requests and assembly: an `AnyInferError` raised
+        inside is reported (`failed`) and goes on."""
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
+    ) -> None:
+        if error is not None:
+            from .._errors import AnyInferError
+
+            if isinstance(error, AnyInferError):
+                self.failed(error)
 
 
 class _Silent(UnaryInstrument):
@@ -221,19 +255,15 @@ class _Silent(UnaryInstrument):
 
     def ended(
         self,
+        result: Outcome,
         *,
-        target: ResolvedTarget,
-        usage: Usage,
-        timing: Timing,
-        input_count: int,
-        batch_count: int,
         dimensions: int | None = None,
         result_count: int | None = None,
         search_units: int | None = None,
     ) -> None:
         """Nothing to report."""
 
-    def failed(self, error: AnyInferError, *, input_count: int, batch_count: int) -> None:
+    def failed(self, error: AnyInferError) -> None:
         """Nothing to report."""
 
 

@@ -26,31 +26,21 @@ where the model is billed by them (Cohere), else by input tokens.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._adapters.base import refuse_unserved
 from .._client.validate import need_int, need_number
-from .._errors import AnyInferError, ConfigError, ProtocolError
-from .._types import AttemptRecord, ResolvedTarget, Timing
-from ._observe import Billed, check_metadata, reporter, unary_instrument
-from ._route import (
-    adapter_class,
-    all_or_nothing,
-    ms_since,
-    notes,
-    priced,
-    refuse_mixed_models,
-    route_one,
-)
-from ._runner import _summed, split_batches
+from .._errors import ConfigError, ProtocolError
+from .._types import ResolvedTarget
+from ._observe import check_metadata, unary_instrument
+from ._route import Served, UnarySpec, adapter_class, refuse_mixed_models, run_requests
+from ._runner import split_batches
 from ._types import RankedDocument, Reranking, RerankReply, RerankRequest
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable
 
     from .._adapters.base import Adapter
     from .._client.health import Breakers
@@ -255,101 +245,57 @@ class RerankRunner:
         docs = base.documents
         size = batch_size or min(self._max_documents(t) for t in targets)
         spans = split_batches(len(docs), size)
-        trail: list[AttemptRecord] = []
         tel = unary_instrument(self._telemetry, metadata or {}, "rerank")
         tel.started(targets, texts=docs, batch_count=len(spans), top_n=base.top_n, query=base.query)
-        started = time.monotonic()
 
         def request_for(span: range) -> RerankRequest:
             top_n = None if base.top_n is None else min(base.top_n, len(span))
             return replace(base, documents=docs[span.start : span.stop], top_n=top_n)
 
-        calls = [
-            partial(
-                self._route_request,
+        with tel:
+            served = await run_requests(
+                self._targets,
+                self._breakers,
                 route,
                 targets,
-                request_for(s),
-                provider_options,
-                trail,
-                reporter(tel, self._targets, batch=i, input_count=len(s)),
+                _RERANK,
+                [(span, request_for(span)) for span in spans],
+                provider_options=provider_options,
+                concurrency=concurrency,
+                tel=tel,
             )
-            for i, s in enumerate(spans)
-        ]
-        try:
-            results = await all_or_nothing(calls, concurrency, trail)
-            result = self._assemble(results, spans, base, started, trail)
-        except AnyInferError as exc:
-            tel.failed(exc, input_count=len(docs), batch_count=len(spans))
-            raise
-        tel.ended(
-            target=result.target,
-            usage=result.usage,
-            timing=result.timing,
-            input_count=len(docs),
-            batch_count=len(spans),
-            result_count=len(result.results),
-            search_units=result.search_units,
-        )
+            result = _assemble(served, spans, base)
+        tel.ended(result, result_count=len(result.results), search_units=result.search_units)
         return result
 
     def _max_documents(self, target: ResolvedTarget) -> int:
         return max(1, int(adapter_class(self._targets, target).rerank_max_documents))
 
-    async def _route_request(
-        self,
-        route: Route,
-        targets: tuple[ResolvedTarget, ...],
-        base: RerankRequest,
-        provider_options: Mapping[str, Mapping[str, Any]],
-        trail: list[AttemptRecord],
-        report: Callable[[AttemptRecord, Billed | None], None] | None = None,
-    ) -> tuple[RerankReply, ResolvedTarget]:
-        """One request's walk over the route (`_route.route_one`)."""
-        return await route_one(
-            self._targets,
-            self._breakers,
-            route,
-            targets,
-            base,
-            provider_options,
-            trail,
-            send=_send,
-            check=check_reply,
-            what="rerank()",
-            kind="rerank",
-            on_record=report,
-        )
 
-    def _assemble(
-        self,
-        results: list[tuple[RerankReply, ResolvedTarget]],
-        spans: list[range],
-        base: RerankRequest,
-        started: float,
-        trail: list[AttemptRecord],
-    ) -> Reranking:
-        warnings, phases = notes(reply for reply, _ in results)
-        usages = [reply.usage for reply, _ in results]
-        served = [target for _, target in results]
-        units = [reply.search_units for reply, _ in results]
-        usage = priced(self._targets, _summed(usages), served, usages, units)
-        ranked = merge(
-            [(span.start, reply) for span, (reply, _) in zip(spans, results, strict=True)],
-            base.documents,
-            base.top_n,
-        )
-        return Reranking(
-            results=ranked,
-            target=served[0],
-            usage=usage,
-            timing=Timing(started, total_ms=ms_since(started), phases=phases),
-            search_units=None if None in units else sum(u for u in units if u is not None),
-            attempts=tuple(trail),
-            batch_targets=tuple(served),
-            warnings=warnings,
-        )
+def _assemble(served: Served[RerankReply], spans: list[range], base: RerankRequest) -> Reranking:
+    """The call's `Reranking`: the requests' rankings merged (`merge`), search units
+    summed where every request reported them."""
+    ranked = merge(
+        [(span.start, reply) for span, reply in zip(spans, served.replies, strict=True)],
+        base.documents,
+        base.top_n,
+    )
+    units = [reply.search_units for reply in served.replies]
+    return Reranking(
+        results=ranked,
+        target=served.batch_targets[0],
+        usage=served.usage,
+        timing=served.timing,
+        search_units=None if None in units else sum(u for u in units if u is not None),
+        attempts=served.attempts,
+        batch_targets=served.batch_targets,
+        warnings=served.warnings,
+    )
 
 
 def _send(adapter: Adapter, request: RerankRequest) -> Awaitable[RerankReply]:
     return adapter.rerank(request)
+
+
+_RERANK: UnarySpec[RerankRequest, RerankReply] = UnarySpec("rerank()", "rerank", _send, check_reply)
+"""What `rerank()` plugs into the shared request flow (`_route.run_requests`)."""

@@ -13,14 +13,18 @@ the route's decisions directly:
 Every attempt becomes an `AttemptRecord` in the caller's trail. A route that runs out
 raises `AllTargetsFailedError` carrying the trail.
 
-Three rules the unary operations share live here too: `refuse_mixed_models` (a fallback
-to another model is refused before dispatch, since vectors and relevance scores of
-different models are not comparable), `all_or_nothing` (a call's requests run
-concurrently within a limit, and the first failure stops the call: no partial result),
-and `priced` (each request priced at the target that served it). `route_one` is one
-request's attempt over the route (options for the target's provider, the adapter call
-under the timeout, the reply's checks, `walk`), and `notes` merges the replies'
-warnings and phases, for both runners.
+The rest of a unary call's flow, shared by both runners, lives here too:
+
+- `refuse_mixed_models`: a fallback to another model is refused before dispatch, since
+  vectors and relevance scores of different models are not comparable.
+- `run_requests`: the call's requests (a runner cuts them with its own batch limits),
+  each walked over the route by `route_one` (options for the target's provider, the
+  operation's adapter call under the timeout, its reply checks, `walk`), at most
+  `concurrency` at once with the first failure stopping the call (`all_or_nothing`: no
+  partial result), each attempt reported to the call's instrument. It hands back
+  `Served`: the replies in request order, their usage summed (`summed`) and priced at
+  the target that served each request (`priced`), the timing, the trail and the
+  warnings (`notes`), from which a runner builds its result.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .._errors import AllTargetsFailedError, AnyInferError, ConfigError, ProviderTimeoutError
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
+from ._observe import reporter
 
 if TYPE_CHECKING:
     from decimal import Decimal
@@ -41,11 +46,15 @@ if TYPE_CHECKING:
     from .._client.health import Breakers
     from .._client.route import Route
     from .._client.targets import Targets
+    from ._observe import UnaryInstrument
     from ._types import EmbedRequest, RerankRequest
 
 __all__ = [
     "Noted",
     "Phased",
+    "Reply",
+    "Served",
+    "UnarySpec",
     "adapter_class",
     "all_or_nothing",
     "exhausted",
@@ -55,12 +64,15 @@ __all__ = [
     "refuse_mixed_models",
     "request_cost",
     "route_one",
+    "run_requests",
     "sealed",
+    "summed",
     "timed",
     "walk",
 ]
 
 R = TypeVar("R", bound="Phased")
+A = TypeVar("A", bound="Reply")
 T = TypeVar("T")
 Q = TypeVar("Q", "EmbedRequest", "RerankRequest")
 
@@ -77,6 +89,13 @@ class Noted(Phased, Protocol):
 
     @property
     def warnings(self) -> tuple[str, ...]: ...
+
+
+class Reply(Noted, Protocol):
+    """A unary reply (`EmbedReply`, `RerankReply`): notices, sub-timings and usage."""
+
+    @property
+    def usage(self) -> Usage: ...
 
 
 async def walk(
@@ -325,54 +344,168 @@ def adapter_class(targets: Targets, target: ResolvedTarget) -> type[Adapter]:
     return targets.registry.adapter_class(settings.provider_id)
 
 
+@dataclass(frozen=True, slots=True)
+class UnarySpec(Generic[Q, A]):
+    """What one unary operation plugs into the shared request flow (`run_requests`).
+
+    Attributes:
+        what: The call, for messages (`"rerank()"`).
+        kind: The request, for a timeout's message (`"rerank"`).
+        send: Calls the adapter (`Adapter.embed`, `Adapter.rerank`).
+        check: The reply's guarantees: raises a typed error for a reply that breaks
+            them.
+    """
+
+    what: str
+    kind: str
+    send: Callable[[Adapter, Q], Awaitable[A]]
+    check: Callable[[A, Q, ResolvedTarget], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Served(Generic[A]):
+    """Every request of a unary call, answered: what a runner builds its result from.
+
+    Attributes:
+        replies: Each request's reply, in request order.
+        batch_targets: The target that served each request, in the same order.
+        usage: Usage summed over the requests (`summed`), priced (`priced`).
+        timing: From the first request sent to the last reply; `phases` sums the
+            replies' sub-timings.
+        attempts: Every attempt of every request, in the order they ended.
+        warnings: The replies' warnings, each once (`notes`).
+    """
+
+    replies: tuple[A, ...]
+    batch_targets: tuple[ResolvedTarget, ...]
+    usage: Usage
+    timing: Timing
+    attempts: tuple[AttemptRecord, ...]
+    warnings: tuple[str, ...]
+
+
+async def run_requests(
+    targets: Targets,
+    breakers: Breakers,
+    route: Route,
+    resolved: Sequence[ResolvedTarget],
+    spec: UnarySpec[Q, A],
+    requests: Sequence[tuple[range, Q]],
+    *,
+    provider_options: Mapping[str, Mapping[str, Any]],
+    concurrency: int,
+    tel: UnaryInstrument,
+) -> Served[A]:
+    """Send a unary call's requests, each walked over the route, and gather the replies.
+
+    The requests run at most `concurrency` at once and the first failure stops the call
+    (`all_or_nothing`). Each attempt is reported to `tel` (`_observe.reporter`, the
+    batch numbered by its position in `requests`).
+
+    Args:
+        targets: The client's adapters, pricing and profiles.
+        breakers: The client's circuit breakers.
+        route: The route's decisions.
+        resolved: Its targets, in fallback order.
+        spec: The operation's adapter call and reply checks.
+        requests: Each request with the positions of its inputs in the caller's.
+        provider_options: Extra body fields per provider id.
+        concurrency: Requests in flight at once.
+        tel: The call's instrument.
+
+    Raises:
+        AllTargetsFailedError: A request found no target that answered.
+        AnyInferError: An error the route's `decide` raises, or a reply `spec.check`
+            refuses; either carrying the whole call's trail.
+    """
+    started = time.monotonic()
+    trail: list[AttemptRecord] = []
+
+    def call(
+        index: int, span: range, request: Q
+    ) -> Callable[[], Awaitable[tuple[A, ResolvedTarget]]]:
+        report = reporter(tel, targets, batch=index, input_count=len(span))
+        return lambda: route_one(
+            targets, breakers, route, resolved, spec, request, provider_options, trail, report
+        )
+
+    results = await all_or_nothing(
+        [call(i, span, request) for i, (span, request) in enumerate(requests)],
+        concurrency,
+        trail,
+    )
+    replies = tuple(reply for reply, _ in results)
+    served = tuple(target for _, target in results)
+    usages = [reply.usage for reply in replies]
+    units = [getattr(reply, "search_units", None) for reply in replies]
+    warnings, phases = notes(replies)
+    return Served(
+        replies=replies,
+        batch_targets=served,
+        usage=priced(targets, summed(usages), served, usages, units),
+        timing=Timing(started, total_ms=ms_since(started), phases=phases),
+        attempts=tuple(trail),
+        warnings=warnings,
+    )
+
+
 async def route_one(
     targets: Targets,
     breakers: Breakers,
     route: Route,
     resolved: Sequence[ResolvedTarget],
+    spec: UnarySpec[Q, A],
     base: Q,
     provider_options: Mapping[str, Mapping[str, Any]],
     trail: list[AttemptRecord],
-    *,
-    send: Callable[[Adapter, Q], Awaitable[R]],
-    check: Callable[[R, Q, ResolvedTarget], None],
-    what: str,
-    kind: str,
-    on_record: Callable[[AttemptRecord, R | None], None] | None = None,
-) -> tuple[R, ResolvedTarget]:
+    on_record: Callable[[AttemptRecord, A | None], None] | None = None,
+) -> tuple[A, ResolvedTarget]:
     """One request's walk over the route (`walk`).
 
     Each attempt sends `base` for the target's model, with the call's `provider_options`
-    for the target's instance (else its provider id), through `send` under the
-    request's timeout, and checks the reply with `check` (which raises a typed error
-    for a reply that breaks the operation's guarantees).
+    for the target's instance (else its provider id), through `spec.send` under the
+    request's timeout, and checks the reply with `spec.check`.
 
     Args:
         targets: Adapters of the client.
         breakers: The client's circuit breakers.
         route: The route's decisions.
         resolved: Its targets, in fallback order.
+        spec: The operation's adapter call and reply checks.
         base: The request, before the target's model and options.
         provider_options: Extra body fields per provider id.
         trail: Receives every attempt.
-        send: Calls the adapter (`Adapter.embed`, `Adapter.rerank`).
-        check: The reply's guarantees.
-        what: The call, for messages (`"rerank()"`).
-        kind: The request, for a timeout's message (`"rerank"`).
         on_record: Telemetry for each attempt (see `walk`).
     """
 
-    async def attempt(target: ResolvedTarget) -> R:
+    async def attempt(target: ResolvedTarget) -> A:
         options = provider_options.get(target.provider) or provider_options.get(
             target.provider_id, {}
         )
         request = replace(base, model=target.model, provider_options=dict(options))
         adapter = targets.adapter(target.provider)
-        reply = await timed(send(adapter, request), request.timeout_s, target, kind)
-        check(reply, request, target)
+        reply = await timed(spec.send(adapter, request), request.timeout_s, target, spec.kind)
+        spec.check(reply, request, target)
         return reply
 
-    return await walk(route, resolved, breakers, attempt, trail, what=what, on_record=on_record)
+    return await walk(
+        route, resolved, breakers, attempt, trail, what=spec.what, on_record=on_record
+    )
+
+
+def summed(usages: Sequence[Usage]) -> Usage:
+    """Usage summed over requests: a field is known only when every request reported it."""
+
+    def total(name: str) -> int | None:
+        values: list[int | None] = [getattr(u, name) for u in usages]
+        known = [v for v in values if v is not None]
+        if not values or len(known) != len(values):
+            return None
+        return sum(known)
+
+    inp = total("input_tokens")
+    tot = total("total_tokens")
+    return Usage(input_tokens=inp, total_tokens=tot if tot is not None else inp)
 
 
 def notes(replies: Iterable[Noted]) -> tuple[tuple[str, ...], dict[str, float]]:

@@ -32,22 +32,19 @@ succeeded), and `OperationEnded`; an unobserved call builds none of them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._client.validate import need_int, need_number
-from .._errors import AnyInferError, ConfigError, ProtocolError
-from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
-from ._observe import Billed, check_metadata, reporter, unary_instrument
-from ._route import all_or_nothing, ms_since, priced, timed, walk
+from .._errors import ConfigError, ProtocolError
+from .._types import ResolvedTarget
+from ._observe import check_metadata, unary_instrument
+from ._route import Served, UnarySpec, adapter_class, run_requests
 from ._types import Embeddings, EmbedEncoding, EmbedReply, EmbedRequest
 
 if TYPE_CHECKING:
-    from array import array
-    from collections.abc import Callable
+    from collections.abc import Awaitable
 
     from .._adapters.base import Adapter
     from .._client.health import Breakers
@@ -291,7 +288,7 @@ class EmbedRunner:
             raise ConfigError(f"same_vector_space must be a bool, got {same_vector_space!r}")
         check_vector_space(targets, dimensions, same_space=same_vector_space)
         for t in targets:
-            if not self._class_of(t).serves_embeddings():
+            if not adapter_class(self._targets, t).serves_embeddings():
                 raise ConfigError(
                     f"embed(): {t} cannot embed: its provider ({t.provider_id}) has no "
                     "embeddings support in AnyInfer",
@@ -349,7 +346,6 @@ class EmbedRunner:
         if batch_size is not None:
             size = min(size, batch_size)
         spans = split_batches(len(inputs), size)
-        trail: list[AttemptRecord] = []
         tel = unary_instrument(self._telemetry, metadata or {}, "embeddings")
         tel.started(
             targets,
@@ -359,116 +355,59 @@ class EmbedRunner:
             encoding=base.encoding,
             input_type=base.input_type,
         )
-        started = time.monotonic()
-        calls = [
-            partial(
-                self._route_batch,
+        with tel:
+            served = await run_requests(
+                self._targets,
+                self._breakers,
                 route,
                 targets,
-                replace(base, inputs=inputs[span.start : span.stop]),
-                provider_options,
-                trail,
-                reporter(tel, self._targets, batch=i, input_count=len(span)),
+                _EMBED,
+                [(span, replace(base, inputs=inputs[span.start : span.stop])) for span in spans],
+                provider_options=provider_options,
+                concurrency=concurrency,
+                tel=tel,
             )
-            for i, span in enumerate(spans)
-        ]
-        try:
-            results = await all_or_nothing(calls, concurrency, trail)
-            result = self._assemble(results, base, started, trail)
-        except AnyInferError as exc:
-            tel.failed(exc, input_count=len(inputs), batch_count=len(spans))
-            raise
-        tel.ended(
-            target=result.target,
-            usage=result.usage,
-            timing=result.timing,
-            input_count=len(inputs),
-            batch_count=len(spans),
-            dimensions=result.dimensions,
-        )
+            result = _assemble(served, base)
+        tel.ended(result, dimensions=result.dimensions)
         return result
-
-    def _class_of(self, target: ResolvedTarget) -> type[Adapter]:
-        """The adapter class serving `target` (nothing is built or resolved)."""
-        settings = self._targets.settings_for(target.provider)
-        return self._targets.registry.adapter_class(settings.provider_id)
 
     def _max_batch(self, target: ResolvedTarget) -> int:
         """The most inputs one request to `target` may carry: the adapter's limit, and
         the model's known `embed_max_batch` when that is smaller."""
-        size = max(1, int(self._class_of(target).embed_max_batch))
+        size = max(1, int(adapter_class(self._targets, target).embed_max_batch))
         known = self._targets.capabilities(target).embed_max_batch
         return size if known is None else min(size, known)
 
-    async def _route_batch(
-        self,
-        route: Route,
-        targets: tuple[ResolvedTarget, ...],
-        base: EmbedRequest,
-        provider_options: Mapping[str, Mapping[str, Any]],
-        trail: list[AttemptRecord],
-        report: Callable[[AttemptRecord, Billed | None], None] | None = None,
-    ) -> tuple[EmbedReply, ResolvedTarget]:
-        """One batch's walk over the route (`_route.walk`)."""
 
-        async def attempt(target: ResolvedTarget) -> EmbedReply:
-            options = provider_options.get(target.provider) or provider_options.get(
-                target.provider_id, {}
+def _assemble(served: Served[EmbedReply], base: EmbedRequest) -> Embeddings:
+    """The call's `Embeddings`: the batches' vectors in input order, checked to share
+    one length."""
+    vectors = [vec for reply in served.replies for vec in reply.vectors]
+    dims = len(vectors[0]) if vectors else (base.dimensions or 0)
+    for i, vec in enumerate(vectors):
+        if len(vec) != dims:
+            error = ProtocolError(
+                f"embed(): input {i} came back with {len(vec)} dimensions, input 0 with "
+                f"{dims}: the batches were not embedded into one vector space",
+                provider=served.batch_targets[0].provider,
             )
-            request = replace(base, model=target.model, provider_options=dict(options))
-            adapter = self._targets.adapter(target.provider)
-            reply = await timed(adapter.embed(request), request.timeout_s, target, "embedding")
-            _check_reply(reply, request, target)
-            return reply
+            error.attempts = served.attempts
+            raise error
+    first = served.batch_targets[0] if served.batch_targets else ResolvedTarget("", base.model)
+    return Embeddings(
+        vectors=tuple(vectors),
+        dimensions=dims,
+        target=first,
+        usage=served.usage,
+        timing=served.timing,
+        attempts=served.attempts,
+        batch_targets=served.batch_targets,
+        warnings=served.warnings,
+    )
 
-        return await walk(
-            route, targets, self._breakers, attempt, trail, what="embed()", on_record=report
-        )
 
-    def _assemble(
-        self,
-        results: list[tuple[EmbedReply, ResolvedTarget]],
-        base: EmbedRequest,
-        started: float,
-        trail: list[AttemptRecord],
-    ) -> Embeddings:
-        vectors: list[array[float]] = []
-        usages: list[Usage] = []
-        warnings: list[str] = []
-        phases: dict[str, float] = {}
-        for reply, _target in results:
-            vectors.extend(reply.vectors)
-            usages.append(reply.usage)
-            for w in reply.warnings:
-                if w not in warnings:
-                    warnings.append(w)
-            for name, ms in reply.phases.items():
-                phases[name] = phases.get(name, 0.0) + ms
-        dims = len(vectors[0]) if vectors else (base.dimensions or 0)
-        for i, vec in enumerate(vectors):
-            if len(vec) != dims:
-                first = results[0][1]
-                error = ProtocolError(
-                    f"embed(): input {i} came back with {len(vec)} dimensions, input 0 with "
-                    f"{dims}: the batches were not embedded into one vector space",
-                    provider=first.provider,
-                )
-                error.attempts = tuple(trail)
-                raise error
-        first_target = results[0][1] if results else None
-        served = [t for _, t in results]
-        usage = priced(self._targets, _summed(usages), served, usages)
-        timing = Timing(started, total_ms=ms_since(started), phases=phases)
-        return Embeddings(
-            vectors=tuple(vectors),
-            dimensions=dims,
-            target=first_target if first_target is not None else ResolvedTarget("", base.model),
-            usage=usage,
-            timing=timing,
-            attempts=tuple(trail),
-            batch_targets=tuple(served),
-            warnings=tuple(warnings),
-        )
+def _send(adapter: Adapter, request: EmbedRequest) -> Awaitable[EmbedReply]:
+    return adapter.embed(request)
 
 
 def _check_reply(reply: EmbedReply, request: EmbedRequest, target: ResolvedTarget) -> None:
@@ -492,16 +431,5 @@ def _check_reply(reply: EmbedReply, request: EmbedRequest, target: ResolvedTarge
             )
 
 
-def _summed(usages: list[Usage]) -> Usage:
-    """Usage summed over batches: a field is known only when every batch reported it."""
-
-    def total(name: str) -> int | None:
-        values: list[int | None] = [getattr(u, name) for u in usages]
-        known = [v for v in values if v is not None]
-        if not values or len(known) != len(values):
-            return None
-        return sum(known)
-
-    inp = total("input_tokens")
-    tot = total("total_tokens")
-    return Usage(input_tokens=inp, total_tokens=tot if tot is not None else inp)
+_EMBED: UnarySpec[EmbedRequest, EmbedReply] = UnarySpec("embed()", "embedding", _send, _check_reply)
+"""What `embed()` plugs into the shared request flow (`_route.run_requests`)."""

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._script import (
+    EmbedShape,
     Fault,
     Frame,
     Piece,
@@ -50,7 +51,8 @@ from .._script import (
     Text,
     ToolFragment,
 )
-from ._base import Dialect, InStreamError, WireProfile, json_bytes
+from ._base import Dialect, EmbeddingProfile, InStreamError, WireProfile, json_bytes
+from ._embeddings import float32_json
 from ._ids import ScriptIds
 
 __all__ = ["GEMINI_MAX_BATCH", "GEMINI_TASK_TYPES", "GeminiDialect", "GeminiJSONArrayDialect"]
@@ -184,6 +186,16 @@ class GeminiDialect(Dialect):
     base_path = "/v1beta"
     content_type = "text/event-stream"
     profile = _GEMINI_PROFILE
+    embedding: EmbeddingProfile | None = EmbeddingProfile(
+        # `embeddings[]` come in request order without an index, as JSON numbers;
+        # `usageMetadata` is on the 2026 recordings' answers and absent from earlier
+        # ones (so: sometimes); `outputDimensionality` shortens the vectors.
+        indexed=False,
+        encodings=("float",),
+        usage="sometimes",
+        dimensions=True,
+        breaks=("wrong_dimensions", "missing_entry"),
+    )
 
     # --- rendering -----------------------------------------------------------------
 
@@ -492,6 +504,71 @@ class GeminiDialect(Dialect):
             if entry.get("model") is None:
                 return _invalid(f"* BatchEmbedContentsRequest.{where}.model: fake: required")
         return None
+
+    def embedding_inputs(self, request_json: Any) -> list[str] | None:
+        """The texts of a `batchEmbedContents` body's `requests` (or of one
+        `embedContent` body), in order."""
+        if not isinstance(request_json, dict):
+            return None
+        if "requests" not in request_json:
+            return [_text(request_json)] if "content" in request_json else None
+        entries = request_json.get("requests")
+        if not isinstance(entries, list):
+            return None
+        return [_text(e) if isinstance(e, dict) else "" for e in entries]
+
+    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
+        """`embeddings[].values` (or `embedding.values`) and
+        `usageMetadata.promptTokenCount`."""
+        if not isinstance(payload, dict):
+            return None
+        rows = payload.get("embeddings")
+        if rows is None and isinstance(payload.get("embedding"), dict):
+            rows = [payload["embedding"]]
+        if not isinstance(rows, list):
+            return None
+        values = [r.get("values") if isinstance(r, dict) else None for r in rows]
+        if not all(isinstance(v, list) for v in values):
+            return None
+        meta = payload.get("usageMetadata")
+        tokens = meta.get("promptTokenCount") if isinstance(meta, dict) else None
+        return [[float(x) for x in v] for v in values if isinstance(v, list)], (
+            tokens if isinstance(tokens, int) else None
+        )
+
+    def render_embedding_answer(
+        self, path: str, request_json: Any, shape: EmbedShape | None
+    ) -> Rendered:
+        """The answer of `render_embeddings_at`, shaped by `shape` (in request order:
+        Gemini's entries carry no index; `usageMetadata` left out when the shape
+        reports none)."""
+        if shape is None:
+            return self.render_embeddings_at(path, request_json)
+        from ._embeddings import embedding_rows, rendered_json
+
+        body = request_json if isinstance(request_json, dict) else {}
+        first = body.get("requests", [body])
+        first = first[0] if isinstance(first, list) and first else {}
+        dims = first.get("outputDimensionality") if isinstance(first, dict) else None
+        rows = embedding_rows(
+            self.embedding_inputs(body) or [],
+            dims if isinstance(dims, int) and dims > 0 else None,
+            shape,
+            indexed=False,
+        )
+        values = [{"values": [float32_json(v) for v in vec]} for _, vec in rows.entries]
+        payload: dict[str, Any]
+        if path.endswith(":embedContent"):
+            payload = {"embedding": values[0]} if values else {}
+        else:
+            payload = {"embeddings": values}
+            if rows.tokens is not None:
+                payload["usageMetadata"] = {
+                    "promptTokenCount": rows.tokens,
+                    "promptTokenDetails": [{"modality": "TEXT", "tokenCount": rows.tokens}],
+                }
+        content_type = self._whole_headers()[0][1]
+        return rendered_json(_pretty_json(payload) + b"\n", content_type, self.malformed_body())
 
     def render_embeddings_at(self, path: str, request_json: Any) -> Rendered:
         """`{"embedding": {"values"}}` for `:embedContent` (the documented response),

@@ -81,6 +81,9 @@ class VertexGeminiDialect(GeminiDialect):
         `:streamGenerateContent`), under a project and location or without (express)."""
         return method == "POST" and _GEMINI_PATH.search(path) is not None
 
+    embedding = None
+    """No embedding answers are scripted for Vertex AI (see `is_embedding`)."""
+
     def is_embedding(self, method: str, path: str) -> bool:
         """No embedding endpoint is faked for Vertex AI: its embedding requests
         (`:predict` with `instances`, `embedContentConfig` nesting) are not the Gemini
