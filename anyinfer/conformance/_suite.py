@@ -27,6 +27,7 @@ from .checker import (
 )
 from .embeddings import EMBED_GUARANTEES
 from .plugin import adapter_entries
+from .reranking import RERANK_GUARANTEES
 from .runner import MODES, ConformanceFailure, Mode, documented_scripts
 
 if TYPE_CHECKING:
@@ -48,12 +49,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "anyinfer_adapter" in metafunc.fixturenames:
         from .registry import standing
 
-        if metafunc.function in _EMBEDDING_TESTS:
-            # Every selected adapter whose class embeds, generating or not.
-            embedding = [e for e in adapter_entries(metafunc.config) if _embeds(e)]
-            stands = standing(embedding)
-            embedding = [e for e in embedding if e.name not in stands]
-            metafunc.parametrize("anyinfer_adapter", embedding, ids=[e.name for e in embedding])
+        retrieval = {**dict.fromkeys(_EMBEDDING_TESTS, _embeds)}
+        retrieval.update(dict.fromkeys(_RERANK_TESTS, _reranks))
+        serves = retrieval.get(metafunc.function)
+        if serves is not None:
+            # Every selected adapter whose class embeds (or reranks), generating or not.
+            chosen = [e for e in adapter_entries(metafunc.config) if serves(e)]
+            stands = standing(chosen)
+            chosen = [e for e in chosen if e.name not in stands]
+            metafunc.parametrize("anyinfer_adapter", chosen, ids=[e.name for e in chosen])
             return
         entries = [e for e in adapter_entries(metafunc.config) if e.generates()]
         stands = standing(entries)
@@ -534,3 +538,78 @@ _EMBEDDING_TESTS = (
     test_recorded_embeddings,
 )
 """Parametrized over the adapters whose class embeds."""
+
+
+# --- reranking -----------------------------------------------------------------------
+
+
+def _reranks(entry: AdapterEntry) -> bool:
+    """Whether the entry's class reranks (`Adapter.serves_rerank`)."""
+    try:
+        return entry.resolve_class().serves_rerank()
+    except Exception:  # an unresolvable class is reported by the generation tests
+        return False
+
+
+def _rerank_harness(harness: Harness) -> Any:
+    """The adapter's `RerankHarness`, or a skip when its dialect answers no rerank."""
+    from .reranking import RerankHarness, reranks
+
+    if not reranks(harness.dialect):
+        pytest.skip(f"dialect {harness.dialect.name!r} answers no rerank requests")
+    return RerankHarness(harness)
+
+
+@pytest.mark.anyinfer_conformance(covers=RERANK_GUARANTEES)
+def test_rerank_paths(anyinfer_harness: Harness, anyinfer_examples: int) -> None:
+    """`AsyncClient.rerank()` and `Client.rerank()` (each example draws one) over the httpx
+    transport: indices a permutation subset of the documents, best first with the
+    provider's scores, `top_n` respected, typed errors, retries and fallbacks as the
+    route says, and no partial ranking after a failed request."""
+    from .reranking import realistic_rerank_cases
+
+    rerank = _rerank_harness(anyinfer_harness)
+    rerank.check_property(
+        realistic_rerank_cases(anyinfer_harness.dialect, limit=rerank.limit),
+        max_examples=anyinfer_examples,
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=RERANK_GUARANTEES)
+def test_rerank_hostile(anyinfer_harness: Harness, anyinfer_examples: int) -> None:
+    """The rerank calls plus malformed bodies, which must fail typed."""
+    from .reranking import hostile_rerank_cases
+
+    rerank = _rerank_harness(anyinfer_harness)
+    rerank.check_property(
+        hostile_rerank_cases(anyinfer_harness.dialect, limit=rerank.limit),
+        max_examples=max(5, anyinfer_examples // 2),
+    )
+
+
+@pytest.mark.anyinfer_conformance(covers=RERANK_GUARANTEES)
+def test_rerank_documented(anyinfer_harness: Harness) -> None:
+    """Every documented rerank case once (`reranking.rerank_documented_cases`)."""
+    _rerank_harness(anyinfer_harness).verify_documented()
+
+
+@pytest.mark.anyinfer_conformance(covers=RERANK_GUARANTEES)
+def test_rerank_loopback(anyinfer_harness: Harness, anyinfer_examples: int) -> None:
+    """A sample of the rerank calls over a real 127.0.0.1 socket."""
+    from .reranking import realistic_rerank_cases
+
+    rerank = _rerank_harness(anyinfer_harness)
+    rerank.check_property(
+        realistic_rerank_cases(anyinfer_harness.dialect, limit=rerank.limit),
+        via="server",
+        max_examples=max(2, anyinfer_examples // 10),
+    )
+
+
+_RERANK_TESTS = (
+    test_rerank_paths,
+    test_rerank_hostile,
+    test_rerank_documented,
+    test_rerank_loopback,
+)
+"""Parametrized over the adapters whose class reranks."""

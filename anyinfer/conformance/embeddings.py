@@ -128,8 +128,8 @@ EMBED_SHORT_NAMES: dict[str, str] = {
 
 MODEL = "fake-embed"
 """The model every case embeds with."""
-PRIMARY = "embed-primary"
-FALLBACK = "embed-fallback"
+PRIMARY = "primary"
+FALLBACK = "fallback"
 ROUTE_TARGETS: tuple[str, str] = (f"{PRIMARY}:{MODEL}", f"{FALLBACK}:{MODEL}")
 """Two instances of the adapter under test (aliases), serving one model: a fallback of
 the same vector space."""

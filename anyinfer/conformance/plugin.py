@@ -464,50 +464,58 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 class _RetrievalMatrix:
-    """Prints the embedding (and rerank) matrix after the generation one."""
+    """Prints the embedding and rerank matrix after the generation one."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(
         self, terminalreporter: Any, exitstatus: int, config: pytest.Config
     ) -> None:
-        """The adapter x embedding-guarantee matrix, for every selected adapter whose
-        class embeds (`n/a` in the columns of an operation it does not serve)."""
+        """The adapter x embedding and rerank guarantee matrix, for every selected adapter
+        whose class embeds or reranks (`n/a` in the columns of an operation it does not
+        serve)."""
         state = config.stash.get(_STATE, None)
         if state is None or not state.entries or config.option.collectonly:
             return
         from .embeddings import EMBED_GUARANTEES, EMBED_SHORT_NAMES
         from .registry import standing
+        from .reranking import RERANK_GUARANTEES, RERANK_SHORT_NAMES
 
-        rows: list[tuple[AdapterEntry, bool]] = []
+        rows: list[tuple[AdapterEntry, bool, bool]] = []
         for entry in state.entries:
             try:
-                embeds = entry.resolve_class().serves_embeddings()
+                cls = entry.resolve_class()
+                embeds, reranks = cls.serves_embeddings(), cls.serves_rerank()
             except Exception:  # unresolvable: the generation matrix reports it
                 continue
-            if embeds:
-                rows.append((entry, embeds))
+            if embeds or reranks:
+                rows.append((entry, embeds, reranks))
         if not rows:
             return
-        stands = standing([entry for entry, _ in rows])
-        names = [entry.name for entry, _ in rows]
+        stands = standing([entry for entry, _e, _r in rows])
+        guarantees = (*EMBED_GUARANTEES, *RERANK_GUARANTEES)
+        short = {**EMBED_SHORT_NAMES, **RERANK_SHORT_NAMES}
+        names = [entry.name for entry, _e, _r in rows]
         first = max(len("adapter"), *(len(n) for n in names)) + 2
-        labels = [EMBED_SHORT_NAMES[g] for g in EMBED_GUARANTEES]
+        labels = [short[g] for g in guarantees]
         widths = [max(len(label), 4) + 2 for label in labels]
         tr = terminalreporter
-        tr.section("anyinfer conformance: embeddings x guarantee")
+        tr.section("anyinfer conformance: embeddings and rerank x guarantee")
         header = "adapter".ljust(first) + "".join(lb.ljust(w) for lb, w in zip(labels, widths))
         tr.write_line(header.rstrip())
-        for entry, _embeds in rows:
-            cells = _row(state, entry.name, stands.get(entry.name), EMBED_GUARANTEES)
+        for entry, embeds, reranks in rows:
+            cells = _row(state, entry.name, stands.get(entry.name), guarantees)
+            served = [embeds] * len(EMBED_GUARANTEES) + [reranks] * len(RERANK_GUARANTEES)
+            cells = [c if on else "n/a" for c, on in zip(cells, served)]
             line = entry.name.ljust(first) + "".join(c.ljust(w) for c, w in zip(cells, widths))
             if entry.name in stands:
                 line = line.rstrip() + f"  (as {stands[entry.name]})"
             bad = "FAIL" in cells or "error" in cells
             tr.write_line(line.rstrip(), red=bad, green=not bad and "ok" in cells)
         tr.write_line("")
-        tr.write_line("  ".join(f"{EMBED_SHORT_NAMES[g]} = {g}" for g in EMBED_GUARANTEES))
+        tr.write_line("  ".join(f"{short[g]} = {g}" for g in EMBED_GUARANTEES))
+        tr.write_line("  ".join(f"{short[g]} = {g}" for g in RERANK_GUARANTEES))
         tr.write_line(
             "ok: held in every example; FAIL: broken (see the report above); error: the test "
-            "failed for another reason; skip: the dialect scripts no embedding answers or "
-            "no cassette; -: not reached"
+            "failed for another reason; skip: the dialect scripts no such answers; n/a: the "
+            "adapter does not serve the operation; -: not reached"
         )

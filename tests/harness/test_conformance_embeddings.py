@@ -1,4 +1,5 @@
-"""The embedding guarantees of the conformance suite (`anyinfer.conformance.embeddings`).
+"""The embedding and rerank guarantees of the conformance suite
+(`anyinfer.conformance.embeddings`, `anyinfer.conformance.reranking`).
 
 - The fake servers render scripted embedding answers (`EmbedShape`) in each dialect's
   own shape: entries out of order with their `index`, usage left out, floats where
@@ -11,6 +12,8 @@
   caught and named, directly and through `pytest --anyinfer-conformance`'s matrix.
 - Real recorded embedding traffic (cassettes/openai) replays through the OpenAI adapter,
   and an adapter that misreads it is caught.
+- Rerank: the built-in rerankers pass their documented cases; the broken rerank adapters
+  (`tests/conformance_broken/rerank.py`) are caught and named.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 import pytest
 from conformance_broken.embed import BROKEN_EMBED
+from conformance_broken.rerank import BROKEN_RERANK
 from hypothesis import given, settings
 
 import anyinfer as ai
@@ -47,7 +51,13 @@ from anyinfer.conformance.embeddings import (
     walk_batch,
 )
 from anyinfer.conformance.plugin import OPTION_ADAPTER, OPTION_CONFORMANCE
-from anyinfer.conformance.registry import ConformanceRegistry
+from anyinfer.conformance.registry import ConformanceRegistry, load_builtins
+from anyinfer.conformance.reranking import (
+    RERANK_GUARANTEES,
+    RERANK_SHORT_NAMES,
+    RerankHarness,
+    rerank_documented_cases,
+)
 from anyinfer.conformance.runner import ConformanceFailure, Harness
 from anyinfer.fakeservers import EmbedShape, Fault, Script, get_dialect
 from anyinfer.fakeservers.dialects._embeddings import fake_vector
@@ -309,11 +319,31 @@ def test_a_padded_failed_batch_is_named_in_the_report() -> None:
     assert "batch 0 failed on every instance" in info.value.report
 
 
+@pytest.mark.parametrize("name", ["cohere", "voyage", "jina", "tei"])
+def test_the_builtin_rerankers_pass_every_documented_case(name: str) -> None:
+    registry = ConformanceRegistry()
+    load_builtins(registry)
+    RerankHarness(Harness(registry, registry.get(name))).verify_documented()
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN_RERANK))
+def test_every_broken_rerank_adapter_is_caught(name: str) -> None:
+    cls, guarantee = BROKEN_RERANK[name]
+    assert guarantee in RERANK_GUARANTEES
+    registry = ConformanceRegistry()
+    harness = RerankHarness(Harness(registry, registry.add(name, cls, dialect="cohere-v2")))
+    cases = dict(rerank_documented_cases())
+    with pytest.raises(ConformanceFailure) as info:
+        harness.verify(cases["status 400"])
+    assert guarantee in info.value.guarantees, info.value.report
+    assert f"adapter {name} (dialect cohere-v2" in info.value.report
+
+
 def _embedding_matrix(output: str) -> dict[str, dict[str, str]]:
     lines = output.splitlines()
-    section = next(i for i, ln in enumerate(lines) if "embeddings x guarantee" in ln)
+    section = next(i for i, ln in enumerate(lines) if "embeddings and rerank x guarantee" in ln)
     header = lines[section + 1].split()
-    by_label = {label: g for g, label in EMBED_SHORT_NAMES.items()}
+    by_label = {label: g for g, label in {**EMBED_SHORT_NAMES, **RERANK_SHORT_NAMES}.items()}
     columns = [by_label[label] for label in header[1:]]
     rows: dict[str, dict[str, str]] = {}
     for line in lines[section + 2 :]:
@@ -340,11 +370,14 @@ settings.load_profile("pytester-run")
 sys.path.insert(0, {str(TESTS_DIR)!r})
 
 from conformance_broken.embed import BROKEN_EMBED
+from conformance_broken.rerank import BROKEN_RERANK
 
 
 def pytest_anyinfer_configure(registry):
     for name, (cls, _guarantee) in BROKEN_EMBED.items():
         registry.add(name, cls, dialect="openai-chat")
+    for name, (cls, _guarantee) in BROKEN_RERANK.items():
+        registry.add(name, cls, dialect="cohere-v2")
 """
 
 
@@ -354,16 +387,19 @@ def test_the_suite_catches_and_names_every_broken_embedding_adapter(
 ) -> None:
     pytester.makeconftest(BROKEN_CONFTEST)
     # The documented cases catch each of them at any sampling depth, and quickly.
-    args = [OPTION_CONFORMANCE, "-p", "no:cacheprovider", "-k", "test_embed_documented"]
-    for name in (*BROKEN_EMBED, "openai"):
+    args = [OPTION_CONFORMANCE, "-p", "no:cacheprovider"]
+    args += ["-k", "test_embed_documented or test_rerank_documented"]
+    for name in (*BROKEN_EMBED, *BROKEN_RERANK, "openai", "cohere"):
         args += [OPTION_ADAPTER, name]
     result = pytester.runpytest_subprocess(*args, timeout=280)
     output = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, output[-3000:]
     matrix = _embedding_matrix(output)
-    assert set(matrix) == {*BROKEN_EMBED, "openai"}
-    assert set(matrix["openai"].values()) == {"ok"}, matrix["openai"]
-    for name, (_cls, guarantee) in BROKEN_EMBED.items():
+    assert set(matrix) == {*BROKEN_EMBED, *BROKEN_RERANK, "openai", "cohere"}
+    assert set(matrix["cohere"].values()) == {"ok"}, matrix["cohere"]
+    assert {matrix["openai"][g] for g in EMBED_GUARANTEES} == {"ok"}, matrix["openai"]
+    assert {matrix["openai"][g] for g in RERANK_GUARANTEES} == {"n/a"}, matrix["openai"]
+    for name, (_cls, guarantee) in (*BROKEN_EMBED.items(), *BROKEN_RERANK.items()):
         assert matrix[name][guarantee] == "FAIL", (name, matrix[name])
         pattern = rf"anyinfer conformance: adapter {re.escape(name)} \(.*\) broke .*{guarantee}"
         assert re.search(pattern, output), name

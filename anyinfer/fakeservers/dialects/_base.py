@@ -537,6 +537,43 @@ class Dialect(ABC):
         """
         raise NotImplementedError(f"the {self.name} dialect serves no reranking")
 
+    def rerank_documents(self, request_json: Any) -> list[str] | None:
+        """The documents a rerank request asks to rank, in order, or `None` when the body
+        has none this protocol reads (the conformance harness tells requests apart by
+        them). By default the body's `documents` (Cohere, Voyage, Jina) or `texts` (Hugging
+        Face TEI), when they are strings."""
+        if not isinstance(request_json, dict):
+            return None
+        docs = request_json.get("documents", request_json.get("texts"))
+        if isinstance(docs, list) and docs and all(isinstance(d, str) for d in docs):
+            return list(docs)
+        return None
+
+    def read_rerank_answer(self, payload: Any) -> list[tuple[int, float]] | None:
+        """Read a rerank answer of this protocol back: `(index, score)` in the order the
+        wire lists them. The conformance suite checks results against this reading, made
+        without the adapter's code. By default a list of objects with `index` and
+        `relevance_score` (or `score`), bare (TEI) or under `results` (Cohere, Jina) or
+        `data` (Voyage).
+
+        Returns:
+            The ranking, or `None` when this dialect cannot read the payload.
+        """
+        rows = payload
+        if isinstance(payload, dict):
+            rows = payload.get("results", payload.get("data"))
+        if not isinstance(rows, list):
+            return None
+        out: list[tuple[int, float]] = []
+        for row in rows:
+            if not isinstance(row, dict):
+                return None
+            index, score = row.get("index"), row.get("relevance_score", row.get("score"))
+            if not isinstance(index, int) or not isinstance(score, int | float):
+                return None
+            out.append((index, float(score)))
+        return out
+
     # --- helpers for subclasses ----------------------------------------------------
 
     def with_keepalives(self, frames: Sequence[Frame], before: Iterable[int]) -> tuple[Frame, ...]:
