@@ -1197,7 +1197,8 @@ def conform(
         raise click.ClickException(str(exc)) from None
     if list_only:
         for entry in registry.entries():
-            click.echo(f"{entry.name}  ({entry.origin or 'built-in'}, {entry.dialect})")
+            serves = ", ".join(entry.resolve_class().operations())
+            click.echo(f"{entry.name}  ({entry.origin or 'built-in'}, {entry.dialect}; {serves})")
         return
     try:
         names = list(adapters)

@@ -133,3 +133,12 @@ def test_doctor_marks_a_provider_that_does_not_generate(monkeypatch: pytest.Monk
     hosted = {row["provider"]: row["serves"] for row in data["hosted"]}
     assert hosted["voyage"] == ["embed", "rerank"] and hosted["openai"] == ["generate", "embed"]
     assert "pa-test-key" not in out and sys.modules.get("anyinfer") is not None
+
+
+def test_conform_list_says_what_each_adapter_serves() -> None:
+    out = CliRunner().invoke(main, ["conform", "--list"]).output.splitlines()
+    rows = {line.split()[0]: line for line in out}
+    assert rows["voyage"].endswith("(built-in, voyage; embed, rerank)")
+    assert rows["tei"].endswith("(built-in, tei; embed, rerank)")
+    assert rows["anthropic"].endswith("; generate)")
+    assert rows["cohere"].endswith("; generate, embed, rerank)")
