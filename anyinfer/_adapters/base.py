@@ -130,6 +130,13 @@ Operation = Literal["generate", "embed", "rerank"]
 OPERATIONS: tuple[Operation, ...] = ("generate", "embed", "rerank")
 """Every operation, in the order `Adapter.operations()` lists them."""
 
+_SERVES: Mapping[Operation, str] = {
+    "generate": "serves_generation",
+    "embed": "serves_embeddings",
+    "rerank": "serves_rerank",
+}
+"""Each operation's `Adapter` classmethod saying whether a class serves it."""
+
 _OPERATION_WORDS: Mapping[Operation, str] = {
     "generate": "generation",
     "embed": "embeddings",
@@ -363,8 +370,9 @@ def refuse_unserved(
     Raises:
         ConfigError: Naming the first such target and what its provider serves.
     """
+    serves = _SERVES[operation]
     for target, cls in targets:
-        if operation not in cls.operations():
+        if not getattr(cls, serves)():
             raise ConfigError(
                 f"{what}: target {target}: " + _not_served(target.provider, cls, operation),
                 provider=target.provider,
