@@ -8,11 +8,14 @@ option), served back through the `transport` seam, and checked against the recor
 without the adapter's code: the body AnyInfer sends is the recorded one without its
 nulls, the vectors are the recorded base64 read as little-endian float32, the usage is
 `usage.total_tokens`, and a recorded 400 is a typed `ProviderError` carrying its detail.
+The `voyage` fake dialect is held to the same recordings: its answer to each recorded
+body has the recorded answer's fields, nested the same way.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import struct
 from array import array
 from typing import Any
@@ -21,6 +24,7 @@ import pytest
 from wire import Interaction, find_wire_dir, interactions, replay_transport
 
 import anyinfer as ai
+from anyinfer.fakeservers import Fault, get_dialect
 
 _WIRE_DIR, _WIRE_WHY = find_wire_dir()
 
@@ -80,3 +84,28 @@ def test_voyage_recordings(item: Interaction) -> None:
     transport.assert_all_used()
     assert str(transport.requests[0].url) == item.request.url
     assert transport.sent_json(0) == {k: v for k, v in sent.items() if v is not None}
+
+
+def _shape(value: Any) -> Any:
+    """The keys of a JSON value, nested (lists by their first element), values dropped."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(value[0])] if value else []
+    return type(value).__name__ if isinstance(value, str | bool) else "number"
+
+
+@pytest.mark.skipif(not VOYAGE, reason=_WIRE_WHY or "no Voyage AI recordings")
+@pytest.mark.parametrize("item", VOYAGE, ids=lambda i: i.id)
+def test_the_voyage_fake_answers_in_the_recorded_shape(item: Interaction) -> None:
+    # The fake dialect says only what Voyage says: its answer to the recorded body has the
+    # recorded answer's fields, nested the same way (values are the fake's own).
+    dialect = get_dialect("voyage")
+    if item.response.status >= 400:
+        fault = Fault("status", status=item.response.status, message="fake")
+        rendered = dialect.render_error(fault)
+    else:
+        assert dialect.embedding_fault(item.request.json) is None
+        rendered = dialect.render_embeddings(item.request.json)
+    assert rendered.status == item.response.status
+    assert _shape(json.loads(rendered.body)) == _shape(item.response.json)
