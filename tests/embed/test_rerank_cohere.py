@@ -46,21 +46,6 @@ def last_error(exc: ai.AnyInferError) -> str:
     return info.type_name if info is not None else type(exc).__name__
 
 
-def failures(scripts: list[Script], target: str, call: Any) -> list[str]:
-    """The error type each call ends with, one call per script, over loopback: no
-    retries, and a breaker that stays closed over every failure."""
-    found = []
-    with FakeServer("cohere-v2", scripts) as srv:
-        route = ai.Route(target, retry=ai.RetryPolicy(max_retries=0), breaker_threshold=50)
-        with ai.Client([cohere(srv.base_url)]) as client:
-            for _ in scripts:
-                with pytest.raises(ai.AnyInferError) as info:
-                    call(client, route)
-                found.append(last_error(info.value))
-        srv.assert_all_used()
-    return found
-
-
 # --- embed v2 ----------------------------------------------------------------------
 
 
@@ -138,9 +123,16 @@ def test_embed_errors_are_typed() -> None:
         Script(fault=Fault("malformed")),
         Script(fault=Fault("disconnect", partial_bytes=20)),
     ]
-    found = failures(
-        scripts, EMBED, lambda client, route: client.embed(["a"], route=route, input_type="query")
-    )
+    found = []
+    with FakeServer("cohere-v2", scripts) as srv:
+        # No retries, and a breaker that stays closed over the six failures.
+        route = ai.Route(EMBED, retry=ai.RetryPolicy(max_retries=0), breaker_threshold=50)
+        with ai.Client([cohere(srv.base_url)]) as client:
+            for _ in scripts:
+                with pytest.raises(ai.AnyInferError) as info:
+                    client.embed(["a"], route=route, input_type="query")
+                found.append(last_error(info.value))
+        srv.assert_all_used()
     assert found == [
         "ModelNotFoundError",
         "AuthenticationError",
@@ -217,7 +209,15 @@ def test_rerank_4xx_5xx_and_malformed_answers_are_typed() -> None:
         Script(fault=Fault("malformed")),
         Script(fault=Fault("disconnect", partial_bytes=10)),
     ]
-    found = failures(scripts, RERANK, lambda client, route: client.rerank(QUERY, DOCS, route=route))
+    found = []
+    with FakeServer("cohere-v2", scripts) as srv:
+        route = ai.Route(RERANK, retry=ai.RetryPolicy(max_retries=0), breaker_threshold=50)
+        with ai.Client([cohere(srv.base_url)]) as client:
+            for _ in scripts:
+                with pytest.raises(ai.AnyInferError) as info:
+                    client.rerank(QUERY, DOCS, route=route)
+                found.append(last_error(info.value))
+        srv.assert_all_used()
     assert found == [
         "ProviderError",
         "AuthenticationError",
