@@ -46,6 +46,7 @@ __all__ = [
     "decode_vector",
     "gemini_embed",
     "gemini_task_type",
+    "gemini_task_warnings",
     "ollama_embed",
     "openai_embed",
     "openai_shaped_reply",
@@ -260,6 +261,18 @@ def gemini_task_type(input_type: str | None) -> str | None:
     return GEMINI_TASK_TYPES.get(name.lower()) or name.upper().replace("-", "_")
 
 
+def gemini_task_warnings(provider: str, model: str, task: str | None) -> tuple[str, ...]:
+    """The caveat for a task type sent to a model whose task Google documents as a text
+    prefix (`gemini-embedding-2*`), on the Gemini API and Vertex AI alike."""
+    if task is None or not model.rsplit("/", 1)[-1].startswith(_GEMINI_PREFIX_TASK_MODELS):
+        return ()
+    return (
+        f"{provider}: Google documents {model}'s task as a prefix of the text "
+        f"(task: ... | query: ...), not taskType; taskType {task} was sent as asked, "
+        "but may not change its vectors",
+    )
+
+
 def _gemini_entry(request: EmbedRequest, text: str, model: str, task: str | None) -> dict[str, Any]:
     entry: dict[str, Any] = {"model": model}
     entry["content"] = {"parts": [{"text": text}]}
@@ -281,13 +294,7 @@ async def gemini_embed(adapter: GeminiAdapter, request: EmbedRequest) -> EmbedRe
     pid = adapter.instance_id
     model = adapter.model_path(request.model)
     task = gemini_task_type(request.input_type)
-    warnings: tuple[str, ...] = ()
-    if task is not None and model.rsplit("/", 1)[-1].startswith(_GEMINI_PREFIX_TASK_MODELS):
-        warnings = (
-            f"{pid}: Google documents {request.model}'s task as a prefix of the text "
-            f"(task: ... | query: ...), not taskType; taskType {task} was sent as asked, "
-            "but may not change its vectors",
-        )
+    warnings = gemini_task_warnings(pid, request.model, task)
     body = {"requests": [_gemini_entry(request, t, model, task) for t in request.inputs]}
     payload = as_dict(await _post_json(adapter, f"/{model}:batchEmbedContents", body), pid, "body")
     if "error" in payload and payload.get("embeddings") is None:

@@ -125,7 +125,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import httpx
@@ -135,6 +135,7 @@ from .._adapters.errormap import ErrorKind, brief_json
 from .._adapters.framing import loads_or_none
 from .._adapters.profile import AdapterProfile, InputSupport, UsageConvention
 from .._client.instance import resolve_base_url
+from .._embed._fanout import DEFAULT_FANOUT, fan_out
 from .._embed._types import EmbedReply, EmbedRequest
 from .._embed._wire import decode_vector
 from .._errors import ConfigError, ProtocolError, ProviderError, ResponseTooLargeError
@@ -222,7 +223,7 @@ _IMAGE_FORMATS: Mapping[str, str] = {
     "image/webp": "webp",
 }
 
-TITAN_FANOUT = 8
+TITAN_FANOUT = DEFAULT_FANOUT
 """Titan embedding requests (one text each) a batch has in flight at once."""
 
 INPUT_TOKENS_HEADER = "x-amzn-bedrock-input-token-count"
@@ -243,7 +244,6 @@ COHERE_DEFAULT_INPUT_TYPE = "search_document"
 
 _TITAN_EMBED = re.compile(r"(?:^|\.)amazon\.titan-embed-")
 _COHERE_EMBED = re.compile(r"(?:^|\.)cohere\.embed-")
-_T = TypeVar("_T")
 
 _PRELUDE = 12
 """Bytes of an event-stream prelude: total length, headers length, prelude CRC32."""
@@ -1116,13 +1116,7 @@ class BedrockAdapter(HTTPAdapter):
                 tokens = self._header_int(headers, INPUT_TOKENS_HEADER)
             return vector, tokens, self._latency(headers)
 
-        gate = asyncio.Semaphore(TITAN_FANOUT)
-
-        async def gated(text: str) -> tuple[array[float], int | None, dict[str, float]]:
-            async with gate:
-                return await one(text)
-
-        results = await _all_or_first_error([gated(t) for t in request.inputs])
+        results = await fan_out(one, request.inputs, TITAN_FANOUT)
         counts = [tokens for _, tokens, _ in results]
         known = None if any(c is None for c in counts) else sum(c or 0 for c in counts)
         phases: dict[str, float] = {}
@@ -1197,22 +1191,6 @@ def embedding_family(model: str) -> str | None:
     if _COHERE_EMBED.search(name):
         return "cohere"
     return None
-
-
-async def _all_or_first_error(jobs: Sequence[Awaitable[_T]]) -> list[_T]:
-    """Run `jobs` concurrently: their results in order, or the first failure raised as
-    it is (the others cancelled), never an `ExceptionGroup`."""
-    tasks = [asyncio.ensure_future(job) for job in jobs]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in tasks:
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
-        return [task.result() for task in tasks]
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _client_side(use: Mapping[str, Any], pid: str) -> bool:

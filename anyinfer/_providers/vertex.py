@@ -57,6 +57,15 @@ Anthropic's shape and hints. A failed token fetch is an `AuthenticationError` (n
 credentials found, or the token endpoint refused them) or a retryable `ProviderError`
 (the token endpoint could not be reached).
 
+**Embeddings** use Vertex's own endpoints, not the Gemini API's: `:predict`
+(`{"instances": [{"content", "task_type"}], "parameters": {"outputDimensionality"}}`, up
+to `PREDICT_MAX_INSTANCES` a request, one for `gemini-embedding-001`, which Vertex
+documents as taking one instance) answered by `predictions[].embeddings.values` and
+`statistics.token_count`; and, for `gemini-embedding-2*`, `:embedContent`, one content a
+request (`{"content", "embedContentConfig"}`, as `google-genai` sends it on Vertex),
+answered by `embedding.values` and `usageMetadata.promptTokenCount`. One-a-request models
+fan a batch out (`anyinfer._embed._fanout`).
+
 Model discovery is not offered (Vertex lists publisher models through Model Garden, a
 different API): `models()` raises `ConfigError`, and `health()` reports not-ready.
 """
@@ -66,6 +75,7 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import os
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -76,11 +86,14 @@ from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile, UsageConvention
 from .._client.credentials import check_secret
 from .._client.instance import CloudPlacement, cloud_placement, instance_env, resolve_base_url
-from .._errors import AuthenticationError, ConfigError, ProviderError
+from .._embed._types import EmbedReply, EmbedRequest
+from .._errors import AuthenticationError, ConfigError, ProtocolError, ProviderError
 from .._extras import missing_hint
 from .._knowledge.capabilities import ModelCapabilities
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
+from .._types import Usage
+from ._wire import as_dict, as_list, opt_dict, opt_int
 from .anthropic import AnthropicAdapter
 from .gemini import STATUS_NAME_KINDS, GeminiAdapter
 
@@ -536,6 +549,34 @@ class _VertexAdapter(HTTPAdapter):
         return super().error_hint(code, message)
 
 
+PREDICT_MAX_INSTANCES = 250
+"""The most texts one `:predict` embedding request takes (Vertex's text embeddings API)."""
+
+ONE_PER_REQUEST: tuple[str, ...] = ("gemini-embedding-001",)
+"""Models Vertex documents as taking one `:predict` instance per request."""
+
+EMBED_CONTENT_MODELS: tuple[str, ...] = ("gemini-embedding-2",)
+"""Models embedded at `:embedContent`, one content per request (as `google-genai` does)."""
+
+
+def _token_count(value: Any, provider: str, where: str) -> int | None:
+    """`statistics.token_count`: a JSON number (the SDK types it a float), whole."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ProtocolError(
+            f"{provider}: expected a token count at {where}.statistics.token_count, got {value!r}",
+            provider=provider,
+        )
+    if isinstance(value, float) and not value.is_integer():
+        raise ProtocolError(
+            f"{provider}: expected a whole token count at {where}.statistics.token_count, "
+            f"got {value!r}",
+            provider=provider,
+        )
+    return int(value)
+
+
 class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
     """Gemini models on Vertex AI (`vertex-gemini`, aliases `vertex`, `google-vertex`).
 
@@ -567,10 +608,128 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         """`publishers/google/models/<id>`, or the resource name as given."""
         return resource_name(model, "google")
 
-    embed = Adapter.embed
-    """Not served: Vertex AI embeds through other endpoints and bodies than the Gemini
-    API (`:predict` with `instances`, and per-model batch limits), so the Gemini
-    adapter's `embed()` is not inherited; `embed()` refuses with `ConfigError`."""
+    # --- embeddings ----------------------------------------------------------------
+
+    embed_max_batch: ClassVar[int] = PREDICT_MAX_INSTANCES
+    """`:predict` takes at most 250 instances (Vertex's text embeddings reference);
+    models that take one a request fan a batch out (`ONE_PER_REQUEST`)."""
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        """Embed one batch with Vertex's own endpoints (not the Gemini API's).
+
+        `gemini-embedding-2*` models take one content a request at `:embedContent`
+        (`{"content", "embedContentConfig"}`, as the `google-genai` SDK sends it on
+        Vertex); every other model takes `:predict` (`{"instances": [{"content",
+        "task_type"}], "parameters": {"outputDimensionality"}}`), all of a batch's texts
+        at once, or one a request for `gemini-embedding-001`, which Vertex documents as
+        taking one instance per request. One-per-request models fan out
+        (`anyinfer._embed._fanout`). `input_type` becomes the task type as on the Gemini
+        API; `provider_options` are merged into the body, a mapping into the body's
+        mapping of that name (`{"parameters": {"autoTruncate": False}}`).
+        """
+        from .._embed._fanout import fan_out
+        from .._embed._wire import gemini_task_type, gemini_task_warnings
+
+        model_id = request.model.rsplit("/", 1)[-1]
+        task = gemini_task_type(request.input_type)
+        warnings = gemini_task_warnings(self.instance_id, request.model, task)
+        if model_id.startswith(EMBED_CONTENT_MODELS):
+            replies = await fan_out(
+                lambda text: self._embed_content(request, text, task), request.inputs
+            )
+        elif model_id.startswith(ONE_PER_REQUEST):
+            replies = await fan_out(
+                lambda text: self._predict(request, (text,), task), request.inputs
+            )
+        else:
+            replies = [await self._predict(request, request.inputs, task)]
+        vectors = tuple(v for vecs, _ in replies for v in vecs)
+        counts = [n for _, n in replies]
+        tokens = None if any(n is None for n in counts) else sum(n or 0 for n in counts)
+        return EmbedReply(
+            vectors=vectors,
+            usage=Usage(input_tokens=tokens, total_tokens=tokens),
+            warnings=warnings,
+        )
+
+    def _with_options(self, body: dict[str, Any], request: EmbedRequest) -> dict[str, Any]:
+        for key, value in request.provider_options.items():
+            current = body.get(key)
+            if isinstance(current, dict) and isinstance(value, Mapping):
+                body[key] = {**current, **value}
+            else:
+                body[key] = value
+        return body
+
+    async def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        response = await self.send("POST", path, json_body=body)
+        try:
+            payload = await self.read_json(response)
+        finally:
+            await response.aclose()
+        return as_dict(payload, self.instance_id, "body")
+
+    async def _predict(
+        self, request: EmbedRequest, texts: Sequence[str], task: str | None
+    ) -> tuple[list[array[float]], int | None]:
+        """`:predict` for `texts`: their vectors and summed `statistics.token_count`."""
+        from .._embed._wire import decode_vector
+
+        pid = self.instance_id
+        instances = [
+            {"content": t} if task is None else {"content": t, "task_type": task} for t in texts
+        ]
+        body: dict[str, Any] = {"instances": instances}
+        if request.dimensions is not None:
+            body["parameters"] = {"outputDimensionality": request.dimensions}
+        payload = await self._post(
+            self.resource_path(request.model, "predict"), self._with_options(body, request)
+        )
+        predictions = as_list(payload.get("predictions"), pid, "predictions")
+        if len(predictions) != len(texts):
+            raise ProtocolError(
+                f"{pid}: the provider returned {len(predictions)} embedding(s) for "
+                f"{len(texts)} input(s)",
+                provider=pid,
+            )
+        vectors: list[array[float]] = []
+        tokens: int | None = 0
+        for i, item in enumerate(predictions):
+            where = f"predictions[{i}].embeddings"
+            emb = as_dict(as_dict(item, pid, f"predictions[{i}]").get("embeddings"), pid, where)
+            vectors.append(decode_vector(emb.get("values"), pid, f"{where}.values"))
+            stats = opt_dict(emb.get("statistics"), pid, f"{where}.statistics")
+            count = _token_count(stats.get("token_count") if stats else None, pid, where)
+            tokens = None if tokens is None or count is None else tokens + count
+        return vectors, tokens
+
+    async def _embed_content(
+        self, request: EmbedRequest, text: str, task: str | None
+    ) -> tuple[list[array[float]], int | None]:
+        """`:embedContent` for one text: its vector and `usageMetadata.promptTokenCount`."""
+        from .._embed._wire import decode_vector
+
+        pid = self.instance_id
+        body: dict[str, Any] = {"content": {"parts": [{"text": text}]}}
+        config: dict[str, Any] = {}
+        if task is not None:
+            config["taskType"] = task
+        if request.dimensions is not None:
+            config["outputDimensionality"] = request.dimensions
+        if config:
+            body["embedContentConfig"] = config
+        payload = await self._post(
+            self.resource_path(request.model, "embedContent"), self._with_options(body, request)
+        )
+        emb = as_dict(payload.get("embedding"), pid, "embedding")
+        vector = decode_vector(emb.get("values"), pid, "embedding.values")
+        meta = opt_dict(payload.get("usageMetadata"), pid, "usageMetadata")
+        count = (
+            opt_int(meta.get("promptTokenCount"), pid, "usageMetadata.promptTokenCount")
+            if meta
+            else None
+        )
+        return [vector], count
 
 
 class VertexAnthropicAdapter(_VertexAdapter, AnthropicAdapter):

@@ -222,15 +222,6 @@ def test_malformed_answers_are_protocol_errors_and_usage_may_be_unknown() -> Non
         assert last_error(info.value).type_name == kind, answer
 
 
-def test_vertex_gemini_does_not_inherit_gemini_embeddings() -> None:
-    settings = ai.ProviderSettings(
-        "vertex-gemini", options={"access_token": "ya29.test", "project": "p"}
-    )
-    with ai.Client([settings]) as client:
-        with pytest.raises(ai.ConfigError, match="cannot embed"):
-            client.embed(["a"], target="vertex-gemini:gemini-embedding-001")
-
-
 genai = pytest.importorskip("google.genai")
 
 

@@ -2,8 +2,9 @@
 
 pydantic-ai's `tests/cassettes/test_embeddings/` recordings (bundled under
 `tests/data/wire/pydantic__pydantic-ai/`, see the README there) are served back through
-the `transport` seam: Gemini API `:batchEmbedContents` and Bedrock InvokeModel (Titan Text
-Embeddings, one text a request, so a call fans out; Cohere Embed). For each one the call
+the `transport` seam: Gemini API `:batchEmbedContents`, Vertex AI `:predict` and
+`:embedContent`, and Bedrock InvokeModel (Titan Text Embeddings, one text a request, so a
+call fans out; Cohere Embed). For each one the call
 is rebuilt from the recorded request (its texts, task or input type, dimensions, model,
 other body fields as provider options), and two things are checked against the recording,
 without the adapter's code: the body AnyInfer sends is the recorded one, and what
@@ -166,3 +167,59 @@ def test_bedrock_recordings(name: str) -> None:
     assert list(result.vectors) == vectors
     assert result.usage.input_tokens == tokens
     assert not result.warnings
+
+
+# --- Vertex AI (`:predict`, `:embedContent`) ----------------------------------------------
+
+
+def _vertex(item: Interaction) -> bool:
+    return item.request.url.host == "aiplatform.googleapis.com" and item.request.path.endswith(
+        (":predict", ":embedContent")
+    )
+
+
+VERTEX = interactions(_WIRE_DIR, _vertex) if _WIRE_DIR else []
+
+
+@pytest.mark.skipif(not VERTEX, reason=_WIRE_WHY or "no Vertex AI embedding recordings")
+@pytest.mark.parametrize("item", VERTEX, ids=lambda i: i.id)
+def test_vertex_recordings(item: Interaction) -> None:
+    sent = item.request.json
+    root, _, resource = item.request.path.partition("/publishers/google/models/")
+    model, _, method = resource.partition(":")
+    if method == "predict":
+        inputs = [i["content"] for i in sent["instances"]]
+        tasks = {i.get("task_type") for i in sent["instances"]}
+        dimensions = (sent.get("parameters") or {}).get("outputDimensionality")
+    else:
+        inputs = ["".join(p["text"] for p in sent["content"]["parts"])]
+        config = sent.get("embedContentConfig") or {}
+        tasks, dimensions = {config.get("taskType")}, config.get("outputDimensionality")
+    (task,) = tasks
+    transport = replay_transport([item])
+    settings = ai.ProviderSettings(
+        "vertex-gemini",
+        base_url=f"https://{item.request.url.host}{root}",  # names the project and location
+        options={"access_token": "ya29.test"},
+        transport=transport,
+    )
+    result = _embed(
+        settings,
+        f"vertex-gemini:{model}",
+        inputs=inputs,
+        input_type=None if task is None else _INPUT_TYPES[task],
+        dimensions=dimensions,
+    )
+    answer = item.response.json
+    if method == "predict":
+        embeddings = [p["embeddings"] for p in answer["predictions"]]
+        vectors = tuple(array("f", e["values"]) for e in embeddings)
+        tokens = sum(int(e["statistics"]["token_count"]) for e in embeddings)
+    else:
+        vectors = (array("f", answer["embedding"]["values"]),)
+        tokens = answer["usageMetadata"]["promptTokenCount"]
+    assert result.vectors == vectors
+    assert result.usage.input_tokens == tokens
+    transport.assert_all_used()
+    assert transport.requests[0].url.path == item.request.path
+    assert transport.sent_json(0) == sent

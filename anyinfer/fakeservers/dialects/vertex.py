@@ -44,6 +44,7 @@ _GEMINI_PATH = re.compile(
 _CLAUDE_PATH = re.compile(
     _ROOT + r"/publishers/anthropic/models/[^/:]+:(?:streamRawPredict|rawPredict)$"
 )
+_EMBED_PATH = re.compile(_ROOT + r"/publishers/google/models/([^/:]+):(?:predict|embedContent)$")
 _VERTEX_ERRORS = frozenset({401, 403, 404, 429})
 """Statuses Vertex's own front end answers for a Claude model, in Google's error shape."""
 
@@ -82,13 +83,108 @@ class VertexGeminiDialect(GeminiDialect):
         return method == "POST" and _GEMINI_PATH.search(path) is not None
 
     embedding = None
-    """No embedding answers are scripted for Vertex AI (see `is_embedding`)."""
+    """No embedding answers are scripted for Vertex AI yet (the conformance suite's
+    shapes are the Gemini API's); the plain answers below are served."""
 
     def is_embedding(self, method: str, path: str) -> bool:
-        """No embedding endpoint is faked for Vertex AI: its embedding requests
-        (`:predict` with `instances`, `embedContentConfig` nesting) are not the Gemini
-        API's, so the Gemini dialect's are not inherited."""
-        return False
+        """`POST .../publishers/google/models/{model}:predict` or `:embedContent`:
+        Vertex's own embedding endpoints, not the Gemini API's `:batchEmbedContents`."""
+        return method == "POST" and _EMBED_PATH.search(path) is not None
+
+    def embedding_fault_at(self, path: str, request_json: Any) -> Fault | None:
+        """Vertex's 400 for an embedding body it refuses for certain: `:predict` without
+        `instances` (objects with a string `content`), more than 250 of them, more than
+        one for `gemini-embedding-001` (Vertex's own words: `Unable to submit request
+        because batchSize must be 1 but the entered value was N.`), a `task_type`
+        outside the TaskType enum; `:embedContent` without text `content.parts` or with
+        an unknown `embedContentConfig.taskType`."""
+        from .gemini import GEMINI_TASK_TYPES
+
+        match = _EMBED_PATH.search(path)
+        model = match.group(1) if match else ""
+        body = request_json if isinstance(request_json, dict) else None
+        if body is None:
+            return _invalid("Invalid JSON payload received.")
+        if path.endswith(":embedContent"):
+            content = body.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            if (
+                not isinstance(parts, list)
+                or not parts
+                or not all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in parts)
+            ):
+                return _invalid("fake: content.parts must hold text parts")
+            config = body.get("embedContentConfig") or {}
+            task = config.get("taskType") if isinstance(config, dict) else None
+            if task is not None and task not in GEMINI_TASK_TYPES:
+                return _invalid(f"Invalid value at 'embed_content_config.task_type', {task!r}")
+            return None
+        instances = body.get("instances")
+        if not isinstance(instances, list) or not instances:
+            return _invalid("fake: instances must be a non-empty list")
+        if model.startswith("gemini-embedding-001") and len(instances) > 1:
+            return _invalid(
+                "Unable to submit request because batchSize must be 1 but the entered value "
+                f"was {len(instances)}."
+            )
+        if len(instances) > 250:
+            return _invalid(f"fake: {len(instances)} instances; at most 250 are taken")
+        for i, item in enumerate(instances):
+            if not isinstance(item, dict) or not isinstance(item.get("content"), str):
+                return _invalid(f"fake: instances[{i}].content must be a string")
+            task = item.get("task_type")
+            if task is not None and task not in GEMINI_TASK_TYPES:
+                return _invalid(f"fake: instances[{i}].task_type {task!r} is not a task type")
+        return None
+
+    def render_embeddings_at(self, path: str, request_json: Any) -> Rendered:
+        """`:predict`: `{"predictions": [{"embeddings": {"statistics": {"token_count",
+        "truncated"}, "values"}}], "metadata": {"billableCharacterCount"}}`;
+        `:embedContent`: `{"embedding": {"values"}, "usageMetadata": {"promptTokenCount",
+        "promptTokensDetails", "totalTokenCount"}}` (pydantic-ai's Vertex recordings).
+        Values and counts are the fake's (`dialects._embeddings`)."""
+        from ._embeddings import (
+            DEFAULT_DIMENSIONS,
+            fake_vector,
+            float32_json,
+            rendered_json,
+            token_count,
+        )
+
+        body = request_json if isinstance(request_json, dict) else {}
+        payload: dict[str, Any]
+        if path.endswith(":embedContent"):
+            config = body.get("embedContentConfig") or {}
+            dims = config.get("outputDimensionality") or DEFAULT_DIMENSIONS
+            parts = (body.get("content") or {}).get("parts") or []
+            text = "".join(str(p.get("text", "")) for p in parts)
+            tokens = token_count(text)
+            payload = {
+                "embedding": {"values": [float32_json(v) for v in fake_vector(text, dims)]},
+                "usageMetadata": {
+                    "promptTokenCount": tokens,
+                    "promptTokensDetails": [{"modality": "TEXT", "tokenCount": tokens}],
+                    "totalTokenCount": tokens,
+                },
+            }
+        else:
+            parameters = body.get("parameters") or {}
+            dims = parameters.get("outputDimensionality") or DEFAULT_DIMENSIONS
+            texts = [str(item.get("content", "")) for item in body.get("instances") or ()]
+            payload = {
+                "predictions": [
+                    {
+                        "embeddings": {
+                            "statistics": {"token_count": token_count(t), "truncated": False},
+                            "values": [float32_json(v) for v in fake_vector(t, dims)],
+                        }
+                    }
+                    for t in texts
+                ],
+                "metadata": {"billableCharacterCount": sum(len(t) for t in texts)},
+            }
+        content_type = self._whole_headers()[0][1]
+        return rendered_json(_pretty_json(payload) + b"\n", content_type, self.malformed_body())
 
 
 class VertexAnthropicDialect(AnthropicDialect):
@@ -133,3 +229,7 @@ class VertexAnthropicDialect(AnthropicDialect):
             # The Messages API's own content-block refusals (audio, non-PDF documents).
             return super().request_fault(method, path, request_json)
         return Fault("status", status=400, message=problem, code="invalid_request_error")
+
+
+def _invalid(message: str) -> Fault:
+    return Fault("status", status=400, message=message)
