@@ -3,21 +3,26 @@
 Kept apart from the event classes (`anyinfer._telemetry`) so that a client nobody
 observes never loads them: every client has a hub, but events are built, and their
 module imported, only once an observer is subscribed.
+
+`Emitter` is what every request's instrument starts from (generation's
+`_client.instrument.Instrument`, embed's and rerank's `_embed._observe.UnaryInstrument`),
+and `report_nothing` is every event method of their silent twins, the instruments of
+requests nobody observes.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._redact import redact
 
 if TYPE_CHECKING:
     from ._telemetry import Observer, TelemetryEvent
 
-__all__ = ["Telemetry"]
+__all__ = ["Emitter", "Telemetry", "report_nothing"]
 
 logger = logging.getLogger("anyinfer")
 
@@ -126,3 +131,30 @@ class Telemetry:
             redact(str(exc)),
             kind.__name__,
         )
+
+
+class Emitter:
+    """One observed request's link to the observers: the hub, the caller's metadata
+    (every event carries it) and the request id, drawn when the request starts.
+
+    Args:
+        telemetry: The client's observer hub.
+        metadata: The caller's metadata for the request.
+    """
+
+    __slots__ = ("_metadata", "_request_id", "_telemetry")
+
+    def __init__(self, telemetry: Telemetry, metadata: Mapping[str, str]) -> None:
+        from ._telemetry import new_request_id
+
+        self._telemetry = telemetry
+        self._metadata = metadata
+        self._request_id = new_request_id()
+
+    def _emit(self, event: TelemetryEvent) -> None:
+        self._telemetry.deliver(event)
+
+
+def report_nothing(self: object, *args: Any, **kwargs: Any) -> None:
+    """Nothing to report: every event method of a silent instrument, which is built for
+    a request nobody observes and so builds no event and draws no request id."""

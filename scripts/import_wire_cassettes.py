@@ -35,11 +35,18 @@ _PROTOCOL_ADAPTER = {
 }
 
 
+# hosts whose `/embeddings` is their own protocol's, not OpenAI's
+_EMBEDDING_HOSTS = {"api.voyageai.com": "voyage", "api.jina.ai": "jina"}
+
+
 def _embedding_adapter(path: str, host: str) -> str | None:
     """The adapter for an embedding recording: OpenAI's `/embeddings` (hosted OpenAI to
-    `openai`, other hosts to `openai-compat`) or Ollama's `/api/embed`."""
+    `openai`, Voyage AI's and Jina AI's hosts to their adapters, other hosts to
+    `openai-compat`) or Ollama's `/api/embed`."""
     path = path.rstrip("/")
     if path.endswith("/embeddings"):
+        if host in _EMBEDDING_HOSTS:
+            return _EMBEDDING_HOSTS[host]
         return "openai" if host == "api.openai.com" else "openai-compat"
     if path.endswith("/api/embed"):
         return "ollama"

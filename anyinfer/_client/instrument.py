@@ -16,18 +16,18 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING
 
 from .._errors import AnyInferError
+from .._observers import Emitter, report_nothing
 from .._request import GenerationRequest
 from .._stream.events import StreamEvent, TimingMark, UsageUpdate
 from .._types import AttemptRecord, Generation, ResolvedTarget, Usage
 
 if TYPE_CHECKING:
     from .._observers import Telemetry
-    from .._telemetry import TelemetryEvent
 
 __all__ = ["SILENT", "Instrument", "instrument"]
 
 
-class Instrument:
+class Instrument(Emitter):
     """Emits one request's telemetry events to the client's observers.
 
     Args:
@@ -35,17 +35,7 @@ class Instrument:
         metadata: The caller's metadata, carried by every event.
     """
 
-    __slots__ = ("_metadata", "_request_id", "_telemetry")
-
-    def __init__(self, telemetry: Telemetry, metadata: Mapping[str, str]) -> None:
-        from .._telemetry import new_request_id
-
-        self._telemetry = telemetry
-        self._metadata = metadata
-        self._request_id = new_request_id()
-
-    def _emit(self, event: TelemetryEvent) -> None:
-        self._telemetry.deliver(event)
+    __slots__ = ()
 
     def request_started(
         self, targets: tuple[ResolvedTarget, ...], request: GenerationRequest
@@ -162,28 +152,14 @@ class _Silent(Instrument):
     def __init__(self) -> None:
         pass
 
-    def request_started(
-        self, targets: tuple[ResolvedTarget, ...], request: GenerationRequest
-    ) -> None:
-        """Nothing to report."""
-
-    def attempt_started(self, target: ResolvedTarget, number: int) -> None:
-        """Nothing to report."""
+    request_started = attempt_started = attempt_ended = report_nothing
+    request_ended = request_failed = report_nothing
 
     def watch(
         self, events: AsyncGenerator[list[StreamEvent], None], target: ResolvedTarget
     ) -> AsyncGenerator[list[StreamEvent], None]:
         """The events themselves: no wrapper, no per-event cost."""
         return events
-
-    def attempt_ended(self, record: AttemptRecord, usage: Usage) -> None:
-        """Nothing to report."""
-
-    def request_ended(self, result: Generation) -> None:
-        """Nothing to report."""
-
-    def request_failed(self, error: AnyInferError, usage: Usage) -> None:
-        """Nothing to report."""
 
 
 SILENT: Instrument = _Silent()

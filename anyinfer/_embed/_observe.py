@@ -1,39 +1,33 @@
 """Telemetry for the unary operations (`embed`, `rerank`): one instrument both runners use.
 
 A call gets a `UnaryInstrument` when it starts: `started` reports `OperationStarted`,
-`attempt_ended` one `BatchAttemptEnded` per attempt of each batch, and `ended` or
-`failed` the closing `OperationEnded`. When nobody observes the client at the start of
-a call, it gets `SILENT`, whose methods do nothing: no event is built, no request id is
-drawn, and `anyinfer._telemetry` (the event classes) is never imported, exactly as for
-an unobserved generation (`anyinfer._client.instrument`).
+each batch's `reporter` one `BatchAttemptEnded` per attempt, and `ended` or `failed`
+(`with tel:` around the requests) the closing `OperationEnded`. When nobody observes the
+client at the start of a call, it gets `SILENT`, whose methods do nothing: no event is
+built, no request id is drawn, and `anyinfer._telemetry` (the event classes) is never
+imported, exactly as for an unobserved generation (`anyinfer._client.instrument`; both
+start from `anyinfer._observers.Emitter`).
 
-The runners hand `walk` a recorder only when the instrument is `active`, so an
-unobserved batch pays nothing per attempt either.
+`SILENT.reporter` is `None`, so `walk` gets no recorder and an unobserved batch pays
+nothing per attempt either.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from decimal import Decimal
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
+from .._observers import Emitter, report_nothing
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
 
 if TYPE_CHECKING:
     from .._client.targets import Targets
     from .._errors import AnyInferError
     from .._observers import Telemetry
-    from .._telemetry import TelemetryEvent, UnaryOperation
+    from .._telemetry import OperationEnded, UnaryOperation
 
-__all__ = [
-    "SILENT",
-    "Billed",
-    "Outcome",
-    "UnaryInstrument",
-    "check_metadata",
-    "reporter",
-    "unary_instrument",
-]
+__all__ = ["SILENT", "Billed", "Outcome", "UnaryInstrument", "check_metadata", "unary_instrument"]
 
 
 class Billed(Protocol):
@@ -56,7 +50,7 @@ class Outcome(Protocol):
     def timing(self) -> Timing: ...
 
 
-class UnaryInstrument:
+class UnaryInstrument(Emitter):
     """Emits one `embed()` or `rerank()` call's telemetry to the client's observers.
 
     Args:
@@ -65,26 +59,19 @@ class UnaryInstrument:
         operation: `"embeddings"` or `"rerank"`.
     """
 
-    __slots__ = ("_batches", "_inputs", "_metadata", "_operation", "_request_id", "_telemetry")
+    __slots__ = ("_closing", "_operation")
 
     def __init__(
         self, telemetry: Telemetry, metadata: Mapping[str, str], operation: UnaryOperation
     ) -> None:
-        from .._telemetry import new_request_id
-
-        self._telemetry = telemetry
-        self._metadata = metadata
+        super().__init__(telemetry, metadata)
         self._operation: UnaryOperation = operation
-        self._request_id = new_request_id()
-        self._inputs = self._batches = 0
+        self._closing: OperationEnded
 
     @property
     def active(self) -> bool:
         """Whether this call is observed (`SILENT` is not)."""
         return True
-
-    def _emit(self, event: TelemetryEvent) -> None:
-        self._telemetry.deliver(event)
 
     def started(
         self,
@@ -98,59 +85,80 @@ class UnaryInstrument:
         top_n: int | None = None,
         query: str | None = None,
     ) -> None:
-        """`OperationStarted` (the texts and query reach payload observers only); the
-        counts are the ones `ended` and `failed` report."""
-        from .._telemetry import OperationStarted
+        """`OperationStarted` (the texts and query reach payload observers only). The
+        call's closing `OperationEnded` (`ended`, `failed`) carries the same ids and
+        counts."""
+        from .._telemetry import OperationEnded, OperationStarted
 
-        self._inputs, self._batches = len(texts), batch_count
-        self._emit(
-            OperationStarted(
-                request_id=self._request_id,
-                metadata=self._metadata,
-                operation=self._operation,
-                targets=tuple(targets),
-                input_count=len(texts),
-                batch_count=batch_count,
-                dimensions=dimensions,
-                encoding=encoding,
-                input_type=input_type,
-                top_n=top_n,
-                texts=texts,
-                query=query,
-            )
+        start = OperationStarted(
+            request_id=self._request_id,
+            metadata=self._metadata,
+            operation=self._operation,
+            targets=tuple(targets),
+            input_count=len(texts),
+            batch_count=batch_count,
+            dimensions=dimensions,
+            encoding=encoding,
+            input_type=input_type,
+            top_n=top_n,
+            texts=texts,
+            query=query,
         )
+        self._closing = OperationEnded(
+            request_id=start.request_id,
+            metadata=start.metadata,
+            operation=start.operation,
+            ok=False,
+            input_count=start.input_count,
+            batch_count=start.batch_count,
+        )
+        self._emit(start)
 
-    def attempt_ended(
-        self,
-        record: AttemptRecord,
-        *,
-        batch: int,
-        attempt: int,
-        input_count: int,
-        usage: Usage | None = None,
-        cost_usd: Decimal | None = None,
-        search_units: int | None = None,
-    ) -> None:
-        """`BatchAttemptEnded` for one entry of the call's trail."""
+    def reporter(
+        self, targets: Targets, *, batch: int, input_count: int
+    ) -> Callable[[AttemptRecord, Billed | None], None] | None:
+        """What a runner hands `walk` as `on_record` for one batch: each record becomes a
+        `BatchAttemptEnded`, numbered within the batch, carrying the successful
+        attempt's usage, search units and cost (`_route.request_cost`). `None` from
+        `SILENT`, so an unobserved batch pays nothing per attempt.
+
+        Args:
+            targets: The client's targets (pricing).
+            batch: The batch's 0-based index.
+            input_count: Inputs (or documents) in the batch.
+        """
         from .._telemetry import BatchAttemptEnded
+        from ._route import request_cost
 
-        self._emit(
-            BatchAttemptEnded(
-                request_id=self._request_id,
-                metadata=self._metadata,
-                target=record.target,
-                operation=self._operation,
-                batch=batch,
-                attempt=attempt,
-                input_count=input_count,
-                outcome=record.outcome,
-                error=record.error,
-                timing=record.timing,
-                usage=usage if usage is not None else Usage(),
-                cost_usd=cost_usd,
-                search_units=search_units,
+        number = 0
+
+        def report(record: AttemptRecord, reply: Billed | None) -> None:
+            nonlocal number
+            number += 1
+            usage, cost, units = Usage(), None, None
+            if reply is not None:
+                usage = reply.usage
+                units = getattr(reply, "search_units", None)
+                cost = request_cost(targets, record.target, usage, units)
+            self._emit(
+                BatchAttemptEnded(
+                    request_id=self._request_id,
+                    metadata=self._metadata,
+                    target=record.target,
+                    operation=self._operation,
+                    batch=batch,
+                    attempt=number,
+                    input_count=input_count,
+                    outcome=record.outcome,
+                    error=record.error,
+                    timing=record.timing,
+                    usage=usage,
+                    cost_usd=cost,
+                    search_units=units,
+                )
             )
-        )
+
+        return report
 
     def ended(
         self,
@@ -161,18 +169,12 @@ class UnaryInstrument:
         search_units: int | None = None,
     ) -> None:
         """`OperationEnded` for a call that produced `result`."""
-        from .._telemetry import OperationEnded
-
         usage = result.usage
         self._emit(
-            OperationEnded(
-                request_id=self._request_id,
-                metadata=self._metadata,
-                operation=self._operation,
+            replace(
+                self._closing,
                 ok=True,
                 target=result.target,
-                input_count=self._inputs,
-                batch_count=self._batches,
                 usage=usage,
                 cost_usd=usage.cost_usd,
                 timing=result.timing,
@@ -185,19 +187,7 @@ class UnaryInstrument:
     def failed(self, error: AnyInferError) -> None:
         """`OperationEnded` for a call that raised `error` (as for generation, a
         cancelled call reports nothing more)."""
-        from .._telemetry import OperationEnded
-
-        self._emit(
-            OperationEnded(
-                request_id=self._request_id,
-                metadata=self._metadata,
-                operation=self._operation,
-                ok=False,
-                input_count=self._inputs,
-                batch_count=self._batches,
-                error=error.to_info(),
-            )
-        )
+        self._emit(replace(self._closing, error=error.to_info()))
 
     def __enter__(self) -> None:
         """`with tel:` around a call's requests and assembly: an `AnyInferError` raised
@@ -226,45 +216,7 @@ class _Silent(UnaryInstrument):
         """Never: nobody observes this call."""
         return False
 
-    def started(
-        self,
-        targets: Sequence[ResolvedTarget],
-        *,
-        texts: tuple[str, ...],
-        batch_count: int,
-        dimensions: int | None = None,
-        encoding: str | None = None,
-        input_type: str | None = None,
-        top_n: int | None = None,
-        query: str | None = None,
-    ) -> None:
-        """Nothing to report."""
-
-    def attempt_ended(
-        self,
-        record: AttemptRecord,
-        *,
-        batch: int,
-        attempt: int,
-        input_count: int,
-        usage: Usage | None = None,
-        cost_usd: Decimal | None = None,
-        search_units: int | None = None,
-    ) -> None:
-        """Nothing to report."""
-
-    def ended(
-        self,
-        result: Outcome,
-        *,
-        dimensions: int | None = None,
-        result_count: int | None = None,
-        search_units: int | None = None,
-    ) -> None:
-        """Nothing to report."""
-
-    def failed(self, error: AnyInferError) -> None:
-        """Nothing to report."""
+    started = reporter = ended = failed = report_nothing
 
 
 SILENT: UnaryInstrument = _Silent()
@@ -301,44 +253,3 @@ def check_metadata(metadata: object) -> Mapping[str, str]:
     ):
         raise ConfigError(f"metadata must be a mapping of strings to strings, got {metadata!r:.80}")
     return dict(metadata)
-
-
-def reporter(
-    tel: UnaryInstrument, targets: Targets, *, batch: int, input_count: int
-) -> Callable[[AttemptRecord, Billed | None], None] | None:
-    """What a runner hands `walk` as `on_record` for one batch: each record becomes a
-    `BatchAttemptEnded`, numbered within the batch, carrying the successful attempt's
-    usage, search units and cost (`_route.request_cost`). `None` for an unobserved
-    call, so an unobserved batch pays nothing per attempt.
-
-    Args:
-        tel: The call's instrument.
-        targets: The client's targets (pricing).
-        batch: The batch's 0-based index.
-        input_count: Inputs (or documents) in the batch.
-    """
-    if not tel.active:
-        return None
-    from ._route import request_cost
-
-    number = 0
-
-    def report(record: AttemptRecord, reply: Billed | None) -> None:
-        nonlocal number
-        number += 1
-        usage = cost = units = None
-        if reply is not None:
-            usage = reply.usage
-            units = getattr(reply, "search_units", None)
-            cost = request_cost(targets, record.target, usage, units)
-        tel.attempt_ended(
-            record,
-            batch=batch,
-            attempt=number,
-            input_count=input_count,
-            usage=usage,
-            cost_usd=cost,
-            search_units=units,
-        )
-
-    return report

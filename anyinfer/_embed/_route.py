@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .._errors import AllTargetsFailedError, AnyInferError, ConfigError, ProviderTimeoutError
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
-from ._observe import reporter
 
 if TYPE_CHECKING:
     from decimal import Decimal
@@ -399,7 +398,7 @@ async def run_requests(
     """Send a unary call's requests, each walked over the route, and gather the replies.
 
     The requests run at most `concurrency` at once and the first failure stops the call
-    (`all_or_nothing`). Each attempt is reported to `tel` (`_observe.reporter`, the
+    (`all_or_nothing`). Each attempt is reported to `tel` (`UnaryInstrument.reporter`, the
     batch numbered by its position in `requests`).
 
     Args:
@@ -424,7 +423,7 @@ async def run_requests(
     def call(
         index: int, span: range, request: Q
     ) -> Callable[[], Awaitable[tuple[A, ResolvedTarget]]]:
-        report = reporter(tel, targets, batch=index, input_count=len(span))
+        report = tel.reporter(targets, batch=index, input_count=len(span))
         return lambda: route_one(
             targets, breakers, route, resolved, spec, request, provider_options, trail, report
         )

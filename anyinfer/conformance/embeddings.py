@@ -499,7 +499,7 @@ def embed_documented_cases(dialect: Dialect) -> list[tuple[str, EmbedCase]]:
     """
     profile = _profile(dialect)
     inputs = ("apple river #0", "café 中文 #1", "🙂 #2")
-    plain = EmbedShape(order_seed=7 if profile.indexed else None)
+    plain = EmbedShape(order_seed=7 if profile.indexed else None, usage=profile.usage != "never")
     clean = Script(embedding=plain)
 
     def one(
@@ -535,11 +535,10 @@ def embed_documented_cases(dialect: Dialect) -> list[tuple[str, EmbedCase]]:
             "floats where base64 was asked",
             dataclasses.replace(clean, embedding=dataclasses.replace(plain, floats=True)),
         ),
-        one(
-            "no usage",
-            dataclasses.replace(clean, embedding=dataclasses.replace(plain, usage=False)),
-        ),
     ]
+    if profile.usage != "never":
+        silent = dataclasses.replace(plain, usage=False)
+        cases.append(one("no usage", dataclasses.replace(clean, embedding=silent)))
     if profile.dimensions:
         cases.append(one("dimensions asked", clean, dims=3, enc="float"))
     for broken in profile.breaks:

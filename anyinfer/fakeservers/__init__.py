@@ -55,6 +55,7 @@ from .dialects import (
     get_dialect,
     register_dialect,
 )
+from .dialects._embeddings import EmbeddingRows, embedding_rows, fake_vector, token_count
 
 __all__ = [
     "Action",
@@ -65,6 +66,7 @@ __all__ = [
     "EmbedBreak",
     "EmbedShape",
     "EmbeddingProfile",
+    "EmbeddingRows",
     "FakeServer",
     "FakeTransport",
     "Fault",
@@ -92,9 +94,12 @@ __all__ = [
     "WireProfile",
     "Write",
     "dialect_names",
+    "embedding_rows",
     "error_answer",
+    "fake_vector",
     "get_dialect",
     "plan",
     "provider_error_at",
     "register_dialect",
+    "token_count",
 ]

@@ -198,14 +198,14 @@ print("ok")
 
 
 def test_the_silent_instrument_hands_walk_no_recorder() -> None:
-    from anyinfer._embed._observe import SILENT, UnaryInstrument, reporter, unary_instrument
+    from anyinfer._embed._observe import SILENT, UnaryInstrument, unary_instrument
     from anyinfer._observers import Telemetry
 
     hub = Telemetry()
     assert unary_instrument(hub, {}, "embeddings") is SILENT
     assert unary_instrument(None, {}, "rerank") is SILENT
     assert not SILENT.active
-    assert reporter(SILENT, None, batch=0, input_count=1) is None  # type: ignore[arg-type]
+    assert SILENT.reporter(None, batch=0, input_count=1) is None  # type: ignore[arg-type]
     hub.subscribe(Recorder())
     observed = unary_instrument(hub, {}, "rerank")
     assert type(observed) is UnaryInstrument and observed.active

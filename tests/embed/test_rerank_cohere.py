@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import struct
 from array import array
 from decimal import Decimal
@@ -14,8 +15,11 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import anyinfer as ai
+from anyinfer._embed._runner import split_batches
 from anyinfer.fakeservers import FakeServer, FakeTransport, Fault, Script
 from anyinfer.fakeservers.dialects._embeddings import fake_vector, token_count
 from anyinfer.fakeservers.dialects._retrieval import fake_relevance as relevance
@@ -44,6 +48,21 @@ def f32(values: list[float]) -> array[float]:
 def last_error(exc: ai.AnyInferError) -> str:
     info = exc.attempts[-1].error if exc.attempts else None
     return info.type_name if info is not None else type(exc).__name__
+
+
+def failures(scripts: list[Script], target: str, call: Any) -> list[str]:
+    """The error type each call ends with, one call per script, over loopback: no
+    retries, and a breaker that stays closed over every failure."""
+    found = []
+    with FakeServer("cohere-v2", scripts) as srv:
+        route = ai.Route(target, retry=ai.RetryPolicy(max_retries=0), breaker_threshold=50)
+        with ai.Client([cohere(srv.base_url)]) as client:
+            for _ in scripts:
+                with pytest.raises(ai.AnyInferError) as info:
+                    call(client, route)
+                found.append(last_error(info.value))
+        srv.assert_all_used()
+    return found
 
 
 # --- embed v2 ----------------------------------------------------------------------
@@ -123,16 +142,9 @@ def test_embed_errors_are_typed() -> None:
         Script(fault=Fault("malformed")),
         Script(fault=Fault("disconnect", partial_bytes=20)),
     ]
-    found = []
-    with FakeServer("cohere-v2", scripts) as srv:
-        # No retries, and a breaker that stays closed over the six failures.
-        route = ai.Route(EMBED, retry=ai.RetryPolicy(max_retries=0), breaker_threshold=50)
-        with ai.Client([cohere(srv.base_url)]) as client:
-            for _ in scripts:
-                with pytest.raises(ai.AnyInferError) as info:
-                    client.embed(["a"], route=route, input_type="query")
-                found.append(last_error(info.value))
-        srv.assert_all_used()
+    found = failures(
+        scripts, EMBED, lambda client, route: client.embed(["a"], route=route, input_type="query")
+    )
     assert found == [
         "ModelNotFoundError",
         "AuthenticationError",
@@ -209,15 +221,7 @@ def test_rerank_4xx_5xx_and_malformed_answers_are_typed() -> None:
         Script(fault=Fault("malformed")),
         Script(fault=Fault("disconnect", partial_bytes=10)),
     ]
-    found = []
-    with FakeServer("cohere-v2", scripts) as srv:
-        route = ai.Route(RERANK, retry=ai.RetryPolicy(max_retries=0), breaker_threshold=50)
-        with ai.Client([cohere(srv.base_url)]) as client:
-            for _ in scripts:
-                with pytest.raises(ai.AnyInferError) as info:
-                    client.rerank(QUERY, DOCS, route=route)
-                found.append(last_error(info.value))
-        srv.assert_all_used()
+    found = failures(scripts, RERANK, lambda client, route: client.rerank(QUERY, DOCS, route=route))
     assert found == [
         "ProviderError",
         "AuthenticationError",
@@ -357,3 +361,59 @@ def test_a_provider_without_rerank_is_refused_by_name() -> None:
         with pytest.raises(ai.ConfigError, match="openai:text-embedding-3-small") as info:
             client.rerank("q", ["a"], target="openai:text-embedding-3-small")
     assert "rerank" in str(info.value)
+
+
+WORDS = ["cat", "dog", "sun", "capital", "river", "bread", "night", "state"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    docs=st.lists(
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join),
+        min_size=1,
+        max_size=24,
+        unique=True,
+    ),
+    batch_size=st.integers(1, 8),
+    concurrency=st.integers(1, 3),
+    top_n=st.none() | st.integers(1, 30),
+    failing=st.sets(st.integers(0, 23)),
+    status=st.sampled_from([429, 500, 502, 503]),
+)
+def test_property_split_reranks_equal_one_ranking_and_retries_lose_nothing(
+    docs: list[str],
+    batch_size: int,
+    concurrency: int,
+    top_n: int | None,
+    failing: set[int],
+    status: int,
+) -> None:
+    query = "the cat in the sun"
+    spans = split_batches(len(docs), batch_size)
+    failing = {i for i in failing if i < len(spans)}
+    # Each failing request answers its first attempt with a retryable status (the
+    # documents are distinct, so a request's first document names it).
+    remaining = {docs[spans[i].start] for i in failing}
+
+    def source(request: httpx.Request) -> Script:
+        first = json.loads(request.content)["documents"][0]
+        if first in remaining:
+            remaining.discard(first)
+            return Script(fault=Fault("status", status=status, message="scripted"))
+        return Script()
+
+    transport = FakeTransport("cohere-v2", source)
+    route = ai.Route(RERANK, retry=FAST, breaker_threshold=0)
+    with ai.Client([cohere(transport=transport)]) as client:
+        result = client.rerank(
+            query, docs, route=route, top_n=top_n, batch_size=batch_size, concurrency=concurrency
+        )
+    whole = sorted(range(len(docs)), key=lambda i: (-relevance(query, docs[i]), i))
+    whole = whole if top_n is None else whole[:top_n]
+    assert [r.index for r in result] == whole
+    assert [r.document for r in result] == [docs[i] for i in whole]
+    assert [r.score for r in result] == [relevance(query, docs[i]) for i in whole]
+    outcomes = [a.outcome for a in result.attempts]
+    assert outcomes.count("retried") == len(failing) and outcomes.count("ok") == len(spans)
+    assert result.search_units == len(spans)  # every request is under 100 documents
+    assert transport.served == len(spans) + len(failing)

@@ -217,3 +217,18 @@ def test_non_json_and_shapeless_answers_are_typed() -> None:
                     call()
                 error = info.value.attempts[-1].error
                 assert error is not None and error.type_name == "ProtocolError", (body, error)
+
+
+@pytest.mark.loopback
+def test_a_priced_model_costs_its_input_tokens() -> None:
+    # voyage-3.5 is in the bundled catalog (256 is one of its output dimensions) and
+    # pricing table: total_tokens, read as input tokens, are what it costs.
+    with FakeServer("voyage", lambda request: Script()) as srv:
+        with ai.Client([voyage(srv.base_url)]) as client:
+            result = client.embed(
+                ["hello world", "cats"], target="voyage:voyage-3.5", dimensions=256
+            )
+    price = ai.PricingTable.default().lookup("voyage", "voyage-3.5")
+    assert price is not None and price.input > 0
+    assert result.usage.input_tokens == 3
+    assert result.cost_usd == price.input * 3

@@ -357,16 +357,6 @@ def _embedding_matrix(output: str) -> dict[str, dict[str, str]]:
 BROKEN_CONFTEST = f"""
 import sys
 
-from hypothesis import Phase, settings
-
-settings.register_profile(
-    "pytester-run",
-    derandomize=True,
-    database=None,
-    deadline=None,
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-)
-settings.load_profile("pytester-run")
 sys.path.insert(0, {str(TESTS_DIR)!r})
 
 from conformance_broken.embed import BROKEN_EMBED
@@ -391,7 +381,8 @@ def test_the_suite_catches_and_names_every_broken_embedding_adapter(
     args += ["-k", "test_embed_documented or test_rerank_documented"]
     for name in (*BROKEN_EMBED, *BROKEN_RERANK, "openai", "cohere"):
         args += [OPTION_ADAPTER, name]
-    result = pytester.runpytest_subprocess(*args, timeout=280)
+    # In-process: the documented cases draw nothing, so no Hypothesis profile is loaded.
+    result = pytester.runpytest(*args)
     output = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, output[-3000:]
     matrix = _embedding_matrix(output)
@@ -425,3 +416,31 @@ def test_recorded_openai_embeddings_replay_and_a_misreading_is_caught() -> None:
     bad = _harness("openai", _MisreadsFloats).harness
     with pytest.raises(AssertionError, match="vector 0 is not the recorded one"):
         replay_embeddings(bad, recordings)
+
+
+# --- the adapter authors' guide ------------------------------------------------------
+
+
+def _guide_block(after: str, containing: str) -> str:
+    guide = (ROOT / "docs" / "adapter-authors.md").read_text("utf-8")
+    section = guide.split(after, 1)[1]
+    blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
+    return next(b for b in blocks if containing in b)
+
+
+def test_the_guides_third_party_embedding_dialect_passes_the_embedding_checks() -> None:
+    """The guide's `AcmeEmbedAdapter` and `AcmeEmbedDialect`, run as written: registered
+    through its `pytest_anyinfer_configure`, they pass every documented embedding case
+    and a sample of both worlds, over the transport and a loopback socket."""
+    ns: dict[str, Any] = {}
+    exec(_guide_block("### Embeddings\n", "class AcmeEmbedAdapter"), ns)
+    exec(_guide_block("### Embedding and rerank answers", "class AcmeEmbedDialect"), ns)
+    registry = ConformanceRegistry()
+    ns["pytest_anyinfer_configure"](registry)
+    entry = registry.get("acme-embed")
+    assert not entry.generates() and entry.resolve_class().serves_embeddings()
+    harness = EmbedHarness(Harness(registry, entry))
+    harness.verify_documented()
+    harness.check_property(realistic_embed_cases(harness.dialect), max_examples=8)
+    harness.check_property(hostile_embed_cases(harness.dialect), max_examples=8)
+    harness.check_property(realistic_embed_cases(harness.dialect), max_examples=2, via="server")
