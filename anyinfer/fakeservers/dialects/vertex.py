@@ -27,7 +27,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .._script import Fault, Frame, Rendered, Script
+from .._script import EmbedShape, Fault, Frame, Rendered, Script
+from ._base import EmbeddingProfile
 from ._ids import ScriptIds
 from .anthropic import AnthropicDialect
 from .gemini import GeminiDialect, _error_object, _pretty_json
@@ -82,9 +83,16 @@ class VertexGeminiDialect(GeminiDialect):
         `:streamGenerateContent`), under a project and location or without (express)."""
         return method == "POST" and _GEMINI_PATH.search(path) is not None
 
-    embedding = None
-    """No embedding answers are scripted for Vertex AI yet (the conformance suite's
-    shapes are the Gemini API's); the plain answers below are served."""
+    embedding: EmbeddingProfile | None = EmbeddingProfile(
+        # `predictions[]` (or the one `embedding`) come in input order without an index,
+        # as JSON numbers; every recorded answer counts tokens (`statistics.token_count`,
+        # `usageMetadata`); `outputDimensionality` shortens the vectors.
+        indexed=False,
+        encodings=("float",),
+        usage="always",
+        dimensions=True,
+        breaks=("wrong_dimensions", "missing_entry"),
+    )
 
     def is_embedding(self, method: str, path: str) -> bool:
         """`POST .../publishers/google/models/{model}:predict` or `:embedContent`:
@@ -136,6 +144,89 @@ class VertexGeminiDialect(GeminiDialect):
             if task is not None and task not in GEMINI_TASK_TYPES:
                 return _invalid(f"fake: instances[{i}].task_type {task!r} is not a task type")
         return None
+
+    def embedding_inputs(self, request_json: Any) -> list[str] | None:
+        """The texts of a `:predict` body's `instances` (or of one `:embedContent` body)."""
+        if not isinstance(request_json, dict):
+            return None
+        if "instances" in request_json:
+            instances = request_json["instances"]
+            if not isinstance(instances, list):
+                return None
+            return [str(i.get("content", "")) if isinstance(i, dict) else "" for i in instances]
+        content = request_json.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(parts, list):
+            return None
+        return ["".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))]
+
+    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
+        """`predictions[].embeddings.values` with `statistics.token_count` summed, or
+        `embedding.values` with `usageMetadata.promptTokenCount`."""
+        if not isinstance(payload, dict):
+            return None
+        if isinstance(payload.get("embedding"), dict):
+            values = payload["embedding"].get("values")
+            meta = payload.get("usageMetadata")
+            tokens = meta.get("promptTokenCount") if isinstance(meta, dict) else None
+            if not isinstance(values, list):
+                return None
+            return [[float(v) for v in values]], tokens if isinstance(tokens, int) else None
+        predictions = payload.get("predictions")
+        if not isinstance(predictions, list):
+            return None
+        rows: list[list[float]] = []
+        counts: list[Any] = []
+        for item in predictions:
+            emb = item.get("embeddings") if isinstance(item, dict) else None
+            values = emb.get("values") if isinstance(emb, dict) else None
+            if not isinstance(values, list):
+                return None
+            rows.append([float(v) for v in values])
+            stats = emb.get("statistics") if isinstance(emb, dict) else None
+            counts.append(stats.get("token_count") if isinstance(stats, dict) else None)
+        known = all(isinstance(c, int | float) for c in counts)
+        return rows, int(sum(counts)) if known and counts else None
+
+    def render_embedding_answer(
+        self, path: str, request_json: Any, shape: EmbedShape | None
+    ) -> Rendered:
+        """The answer of `render_embeddings_at`, shaped by `shape` (input order: the
+        entries carry no index; no token counts when the shape reports none)."""
+        if shape is None:
+            return self.render_embeddings_at(path, request_json)
+        from ._embeddings import embedding_rows, float32_json, rendered_json, token_count
+
+        body = request_json if isinstance(request_json, dict) else {}
+        holder = body.get("embedContentConfig" if path.endswith(":embedContent") else "parameters")
+        dims = holder.get("outputDimensionality") if isinstance(holder, dict) else None
+        texts = self.embedding_inputs(body) or []
+        rows = embedding_rows(
+            texts, dims if isinstance(dims, int) and dims > 0 else None, shape, indexed=False
+        )
+        payload: dict[str, Any]
+        if path.endswith(":embedContent"):
+            payload = {}
+            if rows.entries:
+                payload["embedding"] = {"values": [float32_json(v) for v in rows.entries[0][1]]}
+            if rows.tokens is not None:
+                payload["usageMetadata"] = {
+                    "promptTokenCount": rows.tokens,
+                    "totalTokenCount": rows.tokens,
+                }
+        else:
+            predictions = []
+            for index, vec in rows.entries:
+                emb: dict[str, Any] = {"values": [float32_json(v) for v in vec]}
+                if rows.tokens is not None:
+                    emb["statistics"] = {
+                        "token_count": token_count(texts[index]),
+                        "truncated": False,
+                    }
+                predictions.append({"embeddings": emb})
+            payload = {"predictions": predictions}
+        content_type = self._whole_headers()[0][1]
+        return rendered_json(_pretty_json(payload) + b"\n", content_type, self.malformed_body())
 
     def render_embeddings_at(self, path: str, request_json: Any) -> Rendered:
         """`:predict`: `{"predictions": [{"embeddings": {"statistics": {"token_count",
