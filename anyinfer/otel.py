@@ -205,15 +205,72 @@ class OpenTelemetryObserver:
         elif isinstance(event, FirstToken):
             self._first_token(event)
         elif isinstance(event, AttemptEnded):
-            self._attempt_ended(event)
+            self._attempt_failed(event)
         elif isinstance(event, RequestEnded):
             self._end(event)
         elif isinstance(event, OperationStarted):
             self._unary_start(event)
         elif isinstance(event, BatchAttemptEnded):
-            self._unary_attempt(event)
+            self._attempt_failed(event, {"anyinfer.batch": event.batch})
         elif isinstance(event, OperationEnded):
             self._unary_end(event)
+
+    # --- shared by generation, embed() and rerank() ---------------------------------
+
+    def _open(
+        self,
+        request_id: str,
+        name: str,
+        attributes: dict[str, Any],
+        *,
+        stream: bool,
+        request_model: str | None,
+        provider: str | None,
+    ) -> None:
+        """Start the request's client span and remember it until its last event."""
+        span = self._tracer.start_span(
+            name, kind=self._trace.SpanKind.CLIENT, attributes=attributes
+        )
+        flight = _Flight(span, time.monotonic(), stream, request_model, provider)
+        with self._lock:
+            self._flights[request_id] = flight
+
+    def _flight(self, request_id: str) -> _Flight | None:
+        with self._lock:
+            return self._flights.get(request_id)
+
+    def _close(self, request_id: str) -> _Flight | None:
+        with self._lock:
+            return self._flights.pop(request_id, None)
+
+    def _attempt_failed(
+        self, event: AttemptEnded | BatchAttemptEnded, extra: dict[str, Any] | None = None
+    ) -> None:
+        """An `anyinfer.attempt_failed` span event for an attempt that did not succeed
+        (`extra`: attributes of its own)."""
+        flight = self._flight(event.request_id)
+        if flight is None or event.outcome == "ok":
+            return
+        attributes: dict[str, Any] = {
+            "anyinfer.target": str(event.target),
+            "anyinfer.outcome": event.outcome,
+            **(extra or {}),
+        }
+        if event.error is not None:
+            attributes["error.type"] = event.error.type_name
+            if event.error.http_status is not None:
+                attributes["http.response.status_code"] = event.error.http_status
+        flight.span.add_event("anyinfer.attempt_failed", attributes)
+
+    def _mark_failure(self, span: Any, event: RequestEnded | OperationEnded) -> str | None:
+        """The span's `error.type` and error status for a request that failed; that
+        type (`None` when it succeeded)."""
+        if event.ok:
+            return None
+        error_type = event.error.type_name if event.error is not None else "_OTHER"
+        span.set_attribute("error.type", error_type)
+        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error_type))
+        return error_type
 
     # --- embed() and rerank() ------------------------------------------------------
 
@@ -230,38 +287,17 @@ class OpenTelemetryObserver:
             attributes["gen_ai.embeddings.dimension.count"] = event.dimensions
         if event.encoding is not None:
             attributes["gen_ai.request.encoding_formats"] = [event.encoding]
-        name = f"{operation} {first.model}" if first is not None else operation
-        span = self._tracer.start_span(
-            name, kind=self._trace.SpanKind.CLIENT, attributes=attributes
+        self._open(
+            event.request_id,
+            f"{operation} {first.model}" if first is not None else operation,
+            attributes,
+            stream=False,
+            request_model=first.model if first is not None else None,
+            provider=_provider_name(first) if first is not None else None,
         )
-        flight = _Flight(
-            span,
-            time.monotonic(),
-            False,
-            first.model if first is not None else None,
-            _provider_name(first) if first is not None else None,
-        )
-        with self._lock:
-            self._flights[event.request_id] = flight
-
-    def _unary_attempt(self, event: BatchAttemptEnded) -> None:
-        flight = self._flight(event.request_id)
-        if flight is None or event.outcome == "ok":
-            return
-        attributes: dict[str, Any] = {
-            "anyinfer.target": str(event.target),
-            "anyinfer.outcome": event.outcome,
-            "anyinfer.batch": event.batch,
-        }
-        if event.error is not None:
-            attributes["error.type"] = event.error.type_name
-            if event.error.http_status is not None:
-                attributes["http.response.status_code"] = event.error.http_status
-        flight.span.add_event("anyinfer.attempt_failed", attributes)
 
     def _unary_end(self, event: OperationEnded) -> None:
-        with self._lock:
-            flight = self._flights.pop(event.request_id, None)
+        flight = self._close(event.request_id)
         if flight is None:
             return
         span = flight.span
@@ -276,40 +312,28 @@ class OpenTelemetryObserver:
             span.set_attribute("anyinfer.search_units", event.search_units)
         if event.cost_usd is not None:
             span.set_attribute("anyinfer.cost_usd", float(event.cost_usd))
-        error_type = None
-        if not event.ok:
-            error_type = event.error.type_name if event.error is not None else "_OTHER"
-            span.set_attribute("error.type", error_type)
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error_type))
+        error_type = self._mark_failure(span, event)
         if event.operation == "embeddings":
-            attributes: dict[str, Any] = {"gen_ai.operation.name": event.operation}
-            provider = _provider_name(target) if target is not None else flight.provider
-            if provider:
-                attributes["gen_ai.provider.name"] = provider
-            if flight.request_model:
-                attributes["gen_ai.request.model"] = flight.request_model
-            if target is not None:
-                attributes["gen_ai.response.model"] = target.model
-            if error_type is not None:
-                attributes["error.type"] = error_type
+            attributes = self._metric_attributes(flight, target, error_type, event.operation)
             self._embed_duration.record(time.monotonic() - flight.started, attributes)
             if usage.input_tokens is not None:
                 self._embed_tokens.record(usage.input_tokens, attributes)
         span.end()
 
+    # --- generation ------------------------------------------------------------------
+
     def _start(self, event: RequestStarted) -> None:
         # The first target names the span until an attempt says which model it asked;
         # it may be an alias, so the request model waits for that attempt.
         provider, model = _split_target(event.targets[0]) if event.targets else (None, None)
-        name = f"{_OPERATION} {model}" if model else _OPERATION
-        span = self._tracer.start_span(
-            name,
-            kind=self._trace.SpanKind.CLIENT,
-            attributes={"gen_ai.operation.name": _OPERATION},
+        self._open(
+            event.request_id,
+            f"{_OPERATION} {model}" if model else _OPERATION,
+            {"gen_ai.operation.name": _OPERATION},
+            stream=event.stream,
+            request_model=None,
+            provider=provider,
         )
-        flight = _Flight(span, time.monotonic(), event.stream, None, provider)
-        with self._lock:
-            self._flights[event.request_id] = flight
 
     def _attempt_started(self, event: AttemptStarted) -> None:
         flight = self._flight(event.request_id)
@@ -320,10 +344,6 @@ class OpenTelemetryObserver:
         flight.span.update_name(f"{_OPERATION} {event.target.model}")
         flight.span.set_attribute("gen_ai.request.model", event.target.model)
 
-    def _flight(self, request_id: str) -> _Flight | None:
-        with self._lock:
-            return self._flights.get(request_id)
-
     def _first_token(self, event: FirstToken) -> None:
         flight = self._flight(event.request_id)
         if flight is None or not flight.stream:
@@ -332,23 +352,8 @@ class OpenTelemetryObserver:
         flight.span.set_attribute("gen_ai.response.time_to_first_chunk", seconds)
         self._first_chunk.record(seconds, self._metric_attributes(flight, event.target, None))
 
-    def _attempt_ended(self, event: AttemptEnded) -> None:
-        flight = self._flight(event.request_id)
-        if flight is None or event.outcome == "ok":
-            return
-        attributes: dict[str, Any] = {
-            "anyinfer.target": str(event.target),
-            "anyinfer.outcome": event.outcome,
-        }
-        if event.error is not None:
-            attributes["error.type"] = event.error.type_name
-            if event.error.http_status is not None:
-                attributes["http.response.status_code"] = event.error.http_status
-        flight.span.add_event("anyinfer.attempt_failed", attributes)
-
     def _end(self, event: RequestEnded) -> None:
-        with self._lock:
-            flight = self._flights.pop(event.request_id, None)
+        flight = self._close(event.request_id)
         if flight is None:
             return
         span = flight.span
@@ -375,11 +380,7 @@ class OpenTelemetryObserver:
             span.set_attribute("anyinfer.cost_usd", float(event.cost_usd))
         if event.finish_reason is not None:
             span.set_attribute("gen_ai.response.finish_reasons", [event.finish_reason])
-        error_type = None
-        if not event.ok:
-            error_type = event.error.type_name if event.error is not None else "_OTHER"
-            span.set_attribute("error.type", error_type)
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error_type))
+        error_type = self._mark_failure(span, event)
         attributes = self._metric_attributes(flight, target, error_type)
         self._duration.record(time.monotonic() - flight.started, attributes)
         for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
@@ -389,9 +390,14 @@ class OpenTelemetryObserver:
 
     @staticmethod
     def _metric_attributes(
-        flight: _Flight, target: ResolvedTarget | None, error_type: str | None
+        flight: _Flight,
+        target: ResolvedTarget | None,
+        error_type: str | None,
+        operation: str = _OPERATION,
     ) -> dict[str, Any]:
-        attributes: dict[str, Any] = {"gen_ai.operation.name": _OPERATION}
+        """A measurement's attributes: operation, provider, request and response model
+        (the request model falls back to the response's), and the error type."""
+        attributes: dict[str, Any] = {"gen_ai.operation.name": operation}
         if target is not None:
             attributes["gen_ai.provider.name"] = _provider_name(target)
             attributes["gen_ai.response.model"] = target.model
