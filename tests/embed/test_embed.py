@@ -400,7 +400,9 @@ def test_an_open_breaker_skips_its_target_for_embeddings_too() -> None:
 def test_property_retryable_batch_failures_lose_nothing(
     texts: list[str], batch_size: int, concurrency: int, failing: set[int], status: int
 ) -> None:
-    texts = [*texts, "last"]  # at least one input
+    # At least one input; each text unique, so a batch's content says which batch it is
+    # (two batches of equal texts would share one failure budget).
+    texts = [f"{t} {i}" for i, t in enumerate([*texts, "last"])]
     spans = split_batches(len(texts), batch_size)
     failing = {i for i in failing if i < len(spans)}
     # Each failing batch answers its first request with a retryable status.
