@@ -863,10 +863,16 @@ class EmbedHarness:
         base = dataclasses.replace(self.harness.settings(**kw), timeout_s=timeout)
         return [dataclasses.replace(base, alias=PRIMARY), dataclasses.replace(base, alias=FALLBACK)]
 
-    @staticmethod
-    def _call(case: EmbedCase) -> dict[str, Any]:
+    @property
+    def targets(self) -> list[str]:
+        """`ROUTE_TARGETS`, with the dialect's own model when its profile names one."""
+        profile = self.dialect.embedding
+        model = MODEL if profile is None else profile.model
+        return [f"{PRIMARY}:{model}", f"{FALLBACK}:{model}"]
+
+    def _call(self, case: EmbedCase) -> dict[str, Any]:
         return {
-            "route": ai.Route(list(ROUTE_TARGETS), retry=RETRY, breaker_threshold=0),
+            "route": ai.Route(self.targets, retry=RETRY, breaker_threshold=0),
             "dimensions": case.dimensions,
             "encoding": case.encoding,
             "batch_size": case.batch_size,
@@ -953,7 +959,7 @@ class EmbedHarness:
         guarantees = ", ".join(dict.fromkeys(v.guarantee for v in found))
         lines = [
             f"anyinfer conformance: adapter {self.entry.describe()} broke {guarantees}",
-            f"  path: {path} over {where}, route {list(ROUTE_TARGETS)} (one retry each)",
+            f"  path: {path} over {where}, route {self.targets} (one retry each)",
             "  violations:",
             *(f"    - {v}" for v in found),
         ]

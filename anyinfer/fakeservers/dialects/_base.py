@@ -134,6 +134,9 @@ class EmbeddingProfile:
     usage: Literal["always", "sometimes", "never"] = "always"
     dimensions: bool = True
     breaks: tuple[EmbedBreak, ...] = ("wrong_dimensions", "missing_entry")
+    model: str = "fake-embed"
+    """The model id the suite embeds with. A protocol whose model id decides the
+    request body (Bedrock's InvokeModel) names one of its real embedding models."""
 
 
 _LINE_ENDINGS: dict[str, bytes] = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}

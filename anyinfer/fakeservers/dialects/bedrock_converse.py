@@ -39,8 +39,18 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from .._script import Fault, Frame, Reasoning, Rendered, Script, ScriptUsage, Text, ToolFragment
-from ._base import Dialect, InStreamError, WireProfile, json_bytes
+from .._script import (
+    EmbedShape,
+    Fault,
+    Frame,
+    Reasoning,
+    Rendered,
+    Script,
+    ScriptUsage,
+    Text,
+    ToolFragment,
+)
+from ._base import Dialect, EmbeddingProfile, InStreamError, WireProfile, json_bytes
 from ._ids import ScriptIds
 from .anthropic import _blocks
 
@@ -194,6 +204,19 @@ class BedrockConverseDialect(Dialect):
         text_with_tools=True,
         max_tool_calls=3,
         tool_call_id_prefix="tooluse_",
+    )
+    embedding = EmbeddingProfile(
+        # InvokeModel answers carry no index (Titan one vector, Cohere a list in input
+        # order), floats; the token count is on every recorded answer (Titan's body and
+        # the header). The suite embeds with Cohere Embed v4, whose model id picks the
+        # body and which takes a batch per request; its `output_dimension` takes four
+        # sizes only, so the suite asks for none.
+        indexed=False,
+        encodings=("float",),
+        usage="always",
+        dimensions=False,
+        breaks=("wrong_dimensions", "missing_entry"),
+        model="cohere.embed-v4:0",
     )
 
     # --- rendering -----------------------------------------------------------------
@@ -436,7 +459,40 @@ class BedrockConverseDialect(Dialect):
             )
         return _malformed(_EMBED_SCHEMAS[family].problems(request_json))
 
+    def embedding_inputs(self, request_json: Any) -> list[str] | None:
+        """The texts of an InvokeModel embedding body: Cohere's `texts`, or Titan's one
+        `inputText`."""
+        if not isinstance(request_json, dict):
+            return None
+        if isinstance(request_json.get("texts"), list):
+            return [str(t) for t in request_json["texts"]]
+        text = request_json.get("inputText")
+        return [text] if isinstance(text, str) else None
+
+    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
+        """Titan's `embedding` and `inputTextTokenCount`, or Cohere's `embeddings` (a list,
+        or `{"float": [...]}`); Cohere's count travels in a header, not the body."""
+        if not isinstance(payload, dict):
+            return None
+        if isinstance(payload.get("embedding"), list):
+            tokens = payload.get("inputTextTokenCount")
+            return [[float(v) for v in payload["embedding"]]], (
+                tokens if isinstance(tokens, int) else None
+            )
+        rows = payload.get("embeddings")
+        if isinstance(rows, dict):
+            rows = rows.get("float")
+        if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+            return None
+        return [[float(v) for v in r] for r in rows], None
+
     def render_embeddings_at(self, path: str, request_json: Any) -> Rendered:
+        """The plain answer (`render_embedding_answer` without a shape)."""
+        return self.render_embedding_answer(path, request_json, None)
+
+    def render_embedding_answer(
+        self, path: str, request_json: Any, shape: EmbedShape | None
+    ) -> Rendered:
         """The model's InvokeModel answer: Titan's `{"embedding", "embeddingsByType"
         (V2), "inputTextTokenCount"}`, Cohere's `{"embeddings", "id", "response_type",
         "texts"}` (`embeddings_floats`, a list of vectors, for v3 without
@@ -444,48 +500,47 @@ class BedrockConverseDialect(Dialect):
         for v4; v3 echoes its texts lower-cased, as recorded), with the
         `x-amzn-bedrock-input-token-count` and `-invocation-latency` headers every
         recorded answer has. Vectors and token counts are the fake's
-        (`dialects._embeddings`)."""
-        from ._embeddings import (
-            DEFAULT_DIMENSIONS,
-            fake_vector,
-            float32_json,
-            rendered_json,
-            token_count,
-        )
+        (`dialects._embeddings.embedding_rows`), shaped by `shape` (in input order: no
+        index; the count left out when the shape reports none)."""
+        from ._embeddings import embedding_rows, float32_json, rendered_json
 
         family = _embed_family(_invoke_model(path)) or "titan-v2"
         body = request_json if isinstance(request_json, dict) else {}
-        payload: dict[str, Any]
+        texts = self.embedding_inputs(body) or []
+        key = "dimensions" if family == "titan-v2" else "output_dimension"
+        dims = body.get(key) if family in ("titan-v2", "cohere-v4") else None
+        rows = embedding_rows(
+            texts, dims if isinstance(dims, int) and dims > 0 else None, shape, indexed=False
+        )
+        vectors = [[float32_json(v) for v in vec] for _, vec in rows.entries]
+        payload: dict[str, Any] = {}
         if family.startswith("titan"):
-            text = str(body.get("inputText", ""))
-            dims = body.get("dimensions") if family == "titan-v2" else None
-            vec = [float32_json(v) for v in fake_vector(text, dims or DEFAULT_DIMENSIONS)]
-            tokens = token_count(text)
-            payload = {"embedding": vec}
-            if family == "titan-v2":
-                payload["embeddingsByType"] = {"float": vec}
-            payload["inputTextTokenCount"] = tokens
+            if vectors:
+                payload["embedding"] = vectors[0]
+                if family == "titan-v2":
+                    payload["embeddingsByType"] = {"float": vectors[0]}
+            if rows.tokens is not None:
+                payload["inputTextTokenCount"] = rows.tokens
         else:
-            texts = [str(t) for t in body.get("texts") or ()]
-            dims = body.get("output_dimension") or DEFAULT_DIMENSIONS
-            rows = [[float32_json(v) for v in fake_vector(t, dims)] for t in texts]
-            tokens = sum(token_count(t) for t in texts)
             asked = body.get("embedding_types")
             by_type = family == "cohere-v4" or asked is not None
             payload = {
-                "embeddings": _by_type(rows, asked or ["float"]) if by_type else rows,
+                "embeddings": _by_type(vectors, asked or ["float"]) if by_type else vectors,
                 "id": _request_id(ScriptIds(Script(), json.dumps(texts))),
                 "response_type": "embeddings_by_type" if by_type else "embeddings_floats",
                 "texts": texts if family == "cohere-v4" else [t.lower() for t in texts],
             }
         rendered = rendered_json(json_bytes(payload), "application/json", b"{not json")
-        headers = (
+        headers = [
             *rendered.headers,
             ("x-amzn-requestid", _request_id(ScriptIds(Script(), json.dumps(body)))),
             ("x-amzn-bedrock-invocation-latency", "51"),
-            ("x-amzn-bedrock-input-token-count", str(tokens)),
+        ]
+        if rows.tokens is not None:
+            headers.append(("x-amzn-bedrock-input-token-count", str(rows.tokens)))
+        return Rendered(
+            rendered.status, tuple(headers), rendered.frames, malformed=rendered.malformed
         )
-        return Rendered(rendered.status, headers, rendered.frames, malformed=rendered.malformed)
 
 
 def _stream_exception(status: int) -> str:
