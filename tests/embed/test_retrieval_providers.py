@@ -168,3 +168,14 @@ def test_a_retryable_failure_is_retried_and_then_served(provider: Provider) -> N
             result = client.embed(["x y"], route=route)
     assert [a.outcome for a in result.attempts] == ["retried", "ok"]
     assert result.vectors == (f32(fake_vector("x y")),)
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("provider", PROVIDERS, ids=IDS)
+def test_sequential_calls_reuse_one_connection(provider: Provider) -> None:
+    with FakeServer(provider.dialect, lambda request: Script()) as srv:
+        with ai.Client([provider.settings(srv.base_url)]) as client:
+            for _ in range(3):
+                client.embed(["a b"], target=f"{provider.pid}:{provider.model}")
+                client.rerank("a", ["a b", "c"], target=f"{provider.pid}:{provider.rerank_model}")
+        assert srv.connections_opened == 1
