@@ -662,12 +662,9 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         return body
 
     async def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        response = await self.send("POST", path, json_body=body)
-        try:
-            payload = await self.read_json(response)
-        finally:
-            await response.aclose()
-        return as_dict(payload, self.instance_id, "body")
+        from .._embed._wire import _post_json
+
+        return as_dict(await _post_json(self, path, body), self.instance_id, "body")
 
     async def _predict(
         self, request: EmbedRequest, texts: Sequence[str], task: str | None
