@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from ._adapters.assembler import PartAssembler
 from ._adapters.base import (
+    OPERATIONS,
     Adapter,
     DiscoveredModel,
     Framing,
     Health,
     HTTPAdapter,
+    Operation,
     Sender,
     SSEEvent,
     parse_retry_after,
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "END",
+    "OPERATIONS",
     "Adapter",
     "AdapterProfile",
     "AnthropicAdapter",
@@ -78,6 +81,7 @@ __all__ = [
     "OpenAIChatAdapter",
     "OpenAICompatAdapter",
     "OpenAIResponsesAdapter",
+    "Operation",
     "Part",
     "PartAssembler",
     "PhasesPart",

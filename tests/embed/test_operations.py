@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 import anyinfer as ai
 from anyinfer._cli import main
-from anyinfer.adapters import Adapter, EmbedReply, EmbedRequest, HTTPAdapter
+from anyinfer.adapters import OPERATIONS, Adapter, EmbedReply, EmbedRequest, HTTPAdapter
 from anyinfer.conformance.plugin import OPTION_ADAPTER, OPTION_CONFORMANCE, SUITE_NODEID
 from anyinfer.conformance.registry import build_registry
 
@@ -44,6 +44,7 @@ def test_operations_are_the_methods_a_class_overrides() -> None:
         assert cls.operations() == ("embed", "rerank") and not cls.serves_generation()
     assert EmbedOnly.operations() == ("embed",)
     assert Adapter.operations() == ()
+    assert OPERATIONS == ("generate", "embed", "rerank")  # public, for third-party code
 
 
 def test_a_class_that_does_not_generate_is_refused_before_dispatch() -> None:
