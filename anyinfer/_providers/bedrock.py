@@ -137,7 +137,7 @@ from .._adapters.profile import AdapterProfile, InputSupport, UsageConvention
 from .._client.instance import resolve_base_url
 from .._embed._fanout import DEFAULT_FANOUT, fan_out
 from .._embed._types import EmbedReply, EmbedRequest
-from .._embed._wire import decode_vector
+from .._embed._wire import _count, decode_vector
 from .._errors import ConfigError, ProtocolError, ProviderError, ResponseTooLargeError
 from .._messages import ContentPart, DocumentContent, Message, TextContent
 from .._request import GenerationRequest
@@ -1158,11 +1158,7 @@ class BedrockAdapter(HTTPAdapter):
                 )
         rows = as_list(embeddings, pid, where)
         if len(rows) != len(request.inputs):
-            raise ProtocolError(
-                f"{pid}: the provider returned {len(rows)} embedding(s) for "
-                f"{len(request.inputs)} input(s)",
-                provider=pid,
-            )
+            raise _count(pid, len(rows), len(request.inputs))
         vectors = tuple(decode_vector(row, pid, f"{where}[{i}]") for i, row in enumerate(rows))
         tokens = self._header_int(headers, INPUT_TOKENS_HEADER)
         return EmbedReply(

@@ -150,6 +150,7 @@ __all__ = [
     "GeminiAdapter",
     "assistant_message",
     "content_parts",
+    "merge_options",
 ]
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
@@ -319,13 +320,7 @@ class GeminiAdapter(HTTPAdapter):
             calling = self.function_calling_config(request)
             if calling is not None:
                 body["toolConfig"] = {"functionCallingConfig": calling}
-        for key, value in request.provider_options.items():
-            current = body.get(key)
-            if isinstance(current, dict) and isinstance(value, Mapping):
-                body[key] = {**current, **value}
-            else:
-                body[key] = value
-        return body, warnings
+        return merge_options(body, request.provider_options), warnings
 
     def thinking_config(self, model: str, effort: str, warnings: list[str]) -> dict[str, Any]:
         """`generationConfig.thinkingConfig` for a reasoning effort on `model`."""
@@ -818,6 +813,19 @@ class GeminiAdapter(HTTPAdapter):
 
 _COUNT = frozenset({int, type(None)})
 """The types a token count may have on the fast path (anything else is checked)."""
+
+
+def merge_options(body: dict[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """`body` with `provider_options` merged in last: a mapping value is merged into the
+    body's mapping of that name (`{"generationConfig": {"topK": 40}}`), anything else
+    replaces the field."""
+    for key, value in options.items():
+        current = body.get(key)
+        if isinstance(current, dict) and isinstance(value, Mapping):
+            body[key] = {**current, **value}
+        else:
+            body[key] = value
+    return body
 
 
 def _sum_known(a: int | None, b: int | None) -> int | None:

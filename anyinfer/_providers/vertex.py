@@ -95,7 +95,7 @@ from .._settings import ProviderSettings
 from .._types import Usage
 from ._wire import as_dict, as_list, opt_dict, opt_int
 from .anthropic import AnthropicAdapter
-from .gemini import STATUS_NAME_KINDS, GeminiAdapter
+from .gemini import STATUS_NAME_KINDS, GeminiAdapter, merge_options
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
@@ -652,15 +652,6 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
             warnings=warnings,
         )
 
-    def _with_options(self, body: dict[str, Any], request: EmbedRequest) -> dict[str, Any]:
-        for key, value in request.provider_options.items():
-            current = body.get(key)
-            if isinstance(current, dict) and isinstance(value, Mapping):
-                body[key] = {**current, **value}
-            else:
-                body[key] = value
-        return body
-
     async def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         from .._embed._wire import _post_json
 
@@ -670,7 +661,7 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         self, request: EmbedRequest, texts: Sequence[str], task: str | None
     ) -> tuple[list[array[float]], int | None]:
         """`:predict` for `texts`: their vectors and summed `statistics.token_count`."""
-        from .._embed._wire import decode_vector
+        from .._embed._wire import _count, decode_vector
 
         pid = self.instance_id
         instances = [
@@ -680,15 +671,12 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         if request.dimensions is not None:
             body["parameters"] = {"outputDimensionality": request.dimensions}
         payload = await self._post(
-            self.resource_path(request.model, "predict"), self._with_options(body, request)
+            self.resource_path(request.model, "predict"),
+            merge_options(body, request.provider_options),
         )
         predictions = as_list(payload.get("predictions"), pid, "predictions")
         if len(predictions) != len(texts):
-            raise ProtocolError(
-                f"{pid}: the provider returned {len(predictions)} embedding(s) for "
-                f"{len(texts)} input(s)",
-                provider=pid,
-            )
+            raise _count(pid, len(predictions), len(texts))
         vectors: list[array[float]] = []
         tokens: int | None = 0
         for i, item in enumerate(predictions):
@@ -716,7 +704,8 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         if config:
             body["embedContentConfig"] = config
         payload = await self._post(
-            self.resource_path(request.model, "embedContent"), self._with_options(body, request)
+            self.resource_path(request.model, "embedContent"),
+            merge_options(body, request.provider_options),
         )
         emb = as_dict(payload.get("embedding"), pid, "embedding")
         vector = decode_vector(emb.get("values"), pid, "embedding.values")
