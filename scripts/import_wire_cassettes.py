@@ -42,7 +42,8 @@ _EMBEDDING_HOSTS = {"api.voyageai.com": "voyage", "api.jina.ai": "jina"}
 def _embedding_adapter(path: str, host: str) -> str | None:
     """The adapter for an embedding recording: OpenAI's `/embeddings` (hosted OpenAI to
     `openai`, Voyage AI's and Jina AI's hosts to their adapters, other hosts to
-    `openai-compat`) or Ollama's `/api/embed`."""
+    `openai-compat`), Ollama's `/api/embed`, Cohere's `/v2/embed`, the Gemini API's
+    `:batchEmbedContents` and `:embedContent`, and Bedrock's `InvokeModel`."""
     path = path.rstrip("/")
     if path.endswith("/embeddings"):
         if host in _EMBEDDING_HOSTS:
@@ -50,6 +51,14 @@ def _embedding_adapter(path: str, host: str) -> str | None:
         return "openai" if host == "api.openai.com" else "openai-compat"
     if path.endswith("/api/embed"):
         return "ollama"
+    if path.endswith("/v2/embed"):
+        return "cohere"
+    if host == "generativelanguage.googleapis.com" and path.endswith(
+        (":batchEmbedContents", ":embedContent")
+    ):
+        return "gemini"
+    if host.startswith("bedrock-runtime.") and "/model/" in path and path.endswith("/invoke"):
+        return "bedrock"
     return None
 
 

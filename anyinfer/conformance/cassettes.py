@@ -404,6 +404,17 @@ def replay_interactions(harness: Any, recordings: list[Path]) -> int:
     return checked
 
 
+def _recorded_model(body: dict[str, Any], path: str) -> str:
+    """The model a recorded request names: its body's `model`, else the path segment
+    after `/model/` (Bedrock) or `/models/` (Gemini), URL-decoded."""
+    from urllib.parse import unquote
+
+    if isinstance(body.get("model"), str) and body["model"]:
+        return str(body["model"])
+    found = re.search(r"/models?/([^/:]+)", path)
+    return unquote(found.group(1)) if found else "recorded"
+
+
 def replay_embeddings(harness: Any, recordings: list[Path]) -> int:
     """Replay every embedding request in `recordings` through `harness`'s adapter.
 
@@ -414,7 +425,9 @@ def replay_embeddings(harness: Any, recordings: list[Path]) -> int:
     come back as the vectors the dialect reads from it (`Dialect.read_embedding_answer`,
     which knows the protocol without the adapter's code), each as float32 and in input
     order, with the recorded token count or `None` where it has none; a recorded error
-    status must fail typed, with that status.
+    status must fail typed, with that status. A call the adapter refuses before sending
+    anything (`ConfigError`: a model it cannot place, such as a Bedrock inference-profile
+    ARN recorded with settings the cassette does not carry) is not counted.
 
     Returns:
         How many interactions were checked.
@@ -470,7 +483,7 @@ def replay_embeddings(harness: Any, recordings: list[Path]) -> int:
                 return httpx.Response(status, headers=headers, content=raw)
 
             settings = harness.settings(transport=httpx.MockTransport(answer))
-            model = str(body.get("model") or "recorded")
+            model = _recorded_model(body, uri_path)
             route = ai.Route(f"{harness.entry.name}:{model}", retry=ai.RetryPolicy(max_retries=0))
             encoding = body.get("encoding_format")
             kw: dict[str, Any] = {
@@ -490,6 +503,15 @@ def replay_embeddings(harness: Any, recordings: list[Path]) -> int:
                         return None, exc
 
             result, error = asyncio.run(run())
+            refusals = error.attempts if isinstance(error, ai.AllTargetsFailedError) else ()
+            refused = isinstance(error, ai.ConfigError) or (
+                bool(refusals)
+                and all(
+                    a.error is not None and a.error.type_name == "ConfigError" for a in refusals
+                )
+            )
+            if not sent and refused:
+                continue  # refused before dispatch (a model the adapter cannot place)
             assert len(sent) == 1, f"{where}: {len(sent)} requests for one recorded batch"
             assert dialect.embedding_inputs(sent[0]) == inputs, (
                 f"{where}: the request carried {dialect.embedding_inputs(sent[0])!r}, the "
