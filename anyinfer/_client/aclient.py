@@ -738,7 +738,7 @@ class AsyncClient:
             AllTargetsFailedError: A batch found no target that answered.
         """
         call = call_keywords(locals(), "target", "route")
-        from .._embed._runner import EmbedRunner
+        from .._embed._runner import EmbedCall, EmbedRunner
 
         chosen = self._route_for(target, route)
         targets = tuple(self.resolve(t) for t in chosen.targets)
@@ -749,7 +749,7 @@ class AsyncClient:
             estimator=self._estimator,
             context_gate=self._context_gate,
         )
-        return await runner.embed(chosen, targets, **call)
+        return await runner.embed(chosen, targets, EmbedCall(**call))
 
     async def rerank(
         self,
@@ -801,12 +801,12 @@ class AsyncClient:
             AllTargetsFailedError: A request found no target that answered.
         """
         call = call_keywords(locals(), "target", "route")
-        from .._embed._rerank import RerankRunner
+        from .._embed._rerank import RerankCall, RerankRunner
 
         chosen = self._route_for(target, route)
         targets = tuple(self.resolve(t) for t in chosen.targets)
         runner = RerankRunner(self._targets, self._breakers, self._telemetry)
-        return await runner.rerank(chosen, targets, **call)
+        return await runner.rerank(chosen, targets, RerankCall(**call))
 
     async def _tool_round(self, messages: MessagesInput, **kwargs: Any) -> Generation:
         """One `run_tools` round: `generate()` (same arguments), keeping the raw payload

@@ -26,16 +26,16 @@ where the model is billed by them (Cohere), else by input tokens.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from .._adapters.base import refuse_unserved
-from .._client.validate import need_int, need_number
+from .._client.validate import need_int
 from .._errors import ConfigError, ProtocolError
 from .._types import ResolvedTarget
-from ._observe import check_metadata, unary_instrument
-from ._route import Served, UnarySpec, adapter_class, refuse_mixed_models, run_requests
+from ._observe import unary_instrument
+from ._route import UnaryCall, UnarySpec, adapter_class, refuse_mixed_models, run_requests, strings
 from ._runner import split_batches
 from ._types import RankedDocument, Reranking, RerankReply, RerankRequest
 
@@ -47,28 +47,50 @@ if TYPE_CHECKING:
     from .._client.route import Route
     from .._client.targets import Targets
     from .._observers import Telemetry
+    from ._route import Served
 
-__all__ = ["DEFAULT_CONCURRENCY", "RerankRunner", "check_reply", "merge"]
-
-DEFAULT_CONCURRENCY = 4
-"""Requests of one `rerank()` call in flight at once, unless the call says otherwise."""
+__all__ = ["RerankCall", "RerankRunner", "check_reply", "merge"]
 
 
-def _documents(documents: Sequence[str]) -> tuple[str, ...]:
-    """The call's documents as a tuple of strings."""
-    if isinstance(documents, str | bytes | bytearray) or not isinstance(documents, Sequence):
-        hint = " (one string is not a list)" if isinstance(documents, str) else ""
-        raise ConfigError(
-            f"rerank(): documents must be a sequence of strings, got "
-            f"{type(documents).__name__}{hint}"
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RerankCall(UnaryCall):
+    """One `rerank()` call's arguments (see `AsyncClient.rerank`), checked when built.
+
+    Attributes:
+        query: The text the documents are ranked against.
+        documents: The documents, as the caller passed them.
+        docs: The documents as a tuple of strings.
+        top_n: Return only the best `top_n`, when limited.
+        same_model: The caller's declaration that every target of the route is the
+            same model.
+
+    Raises:
+        ConfigError: For an empty or non-string query, documents that are not a
+            non-empty sequence of strings, a `top_n` that is not an integer >= 1, a
+            `same_model` that is not a bool, or a keyword `UnaryCall` refuses.
+    """
+
+    query: str
+    documents: Sequence[str]
+    docs: tuple[str, ...] = field(init=False)
+    top_n: int | None = None
+    same_model: bool = False
+
+    def __post_init__(self) -> None:
+        query = self.query
+        if not isinstance(query, str):
+            raise ConfigError(f"rerank(): query must be a string, got {type(query).__name__}")
+        if not query.strip():
+            raise ConfigError("rerank(): query must not be empty")
+        docs = strings(
+            self.documents, call="rerank()", name="documents", noun="document", single=False
         )
-    docs = tuple(documents)
-    if not docs:
-        raise ConfigError("rerank() needs at least one document")
-    for i, d in enumerate(docs):
-        if not isinstance(d, str):
-            raise ConfigError(f"rerank(): documents[{i}] must be a string, got {type(d).__name__}")
-    return docs
+        object.__setattr__(self, "docs", docs)
+        self._check_common()
+        if self.top_n is not None:
+            need_int(self.top_n, "top_n", minimum=1)
+        if type(self.same_model) is not bool:
+            raise ConfigError(f"same_model must be a bool, got {self.same_model!r}")
 
 
 def _wanted(request: RerankRequest) -> int:
@@ -163,44 +185,20 @@ class RerankRunner:
         self._telemetry = telemetry
 
     async def rerank(
-        self,
-        route: Route,
-        targets: tuple[ResolvedTarget, ...],
-        *,
-        query: str,
-        documents: Sequence[str],
-        top_n: int | None = None,
-        batch_size: int | None = None,
-        concurrency: int | None = None,
-        same_model: bool = False,
-        timeout_s: float | None = None,
-        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
-        metadata: Mapping[str, str] | None = None,
+        self, route: Route, targets: tuple[ResolvedTarget, ...], call: RerankCall
     ) -> Reranking:
-        """Check a `rerank()` call (see `AsyncClient.rerank`), then `run` it.
+        """Run a `rerank()` call (see `AsyncClient.rerank`; `call` is already checked):
+        check it against its route, then rank the documents in requests, each routed,
+        and merge the rankings by score.
 
         Raises:
-            ConfigError: Before anything is sent, for an invalid argument, a target
-                whose adapter does not rerank, or a route mixing models.
+            ConfigError: Before anything is sent, for a target whose adapter does not
+                rerank, or a route mixing models.
+            AllTargetsFailedError: A request found no target that answered.
+            AnyInferError: An error the route's `decide` raises, or a reply that breaks
+                the ranking guarantees (`ProtocolError`).
         """
-        if not isinstance(query, str):
-            raise ConfigError(f"rerank(): query must be a string, got {type(query).__name__}")
-        if not query.strip():
-            raise ConfigError("rerank(): query must not be empty")
-        docs = _documents(documents)
-        meta = check_metadata(metadata)
-        for name, value in (
-            ("top_n", top_n),
-            ("batch_size", batch_size),
-            ("concurrency", concurrency),
-        ):
-            if value is not None:
-                need_int(value, name, minimum=1)
-        if timeout_s is not None:
-            need_number(timeout_s, "timeout_s", positive=True)
-        if type(same_model) is not bool:
-            raise ConfigError(f"same_model must be a bool, got {same_model!r}")
-        if not same_model:
+        if not call.same_model:
             refuse_mixed_models(
                 targets,
                 what="rerank()",
@@ -212,40 +210,16 @@ class RerankRunner:
             "rerank", ((t, adapter_class(self._targets, t)) for t in targets), "rerank()"
         )
         base = RerankRequest(
-            model=targets[0].model, query=query, documents=docs, top_n=top_n, timeout_s=timeout_s
+            model=targets[0].model,
+            query=call.query,
+            documents=call.docs,
+            top_n=call.top_n,
+            timeout_s=call.timeout_s,
         )
-        return await self.run(
-            route,
-            targets,
-            base,
-            batch_size=batch_size,
-            concurrency=concurrency or DEFAULT_CONCURRENCY,
-            provider_options=provider_options or {},
-            metadata=meta,
-        )
-
-    async def run(
-        self,
-        route: Route,
-        targets: tuple[ResolvedTarget, ...],
-        base: RerankRequest,
-        *,
-        batch_size: int | None,
-        concurrency: int,
-        provider_options: Mapping[str, Mapping[str, Any]],
-        metadata: Mapping[str, str] | None = None,
-    ) -> Reranking:
-        """Rank `base.documents` over `route`: requests, each routed, merged by score.
-
-        Raises:
-            AllTargetsFailedError: A request found no target that answered.
-            AnyInferError: An error the route's `decide` raises, or a reply that breaks
-                the ranking guarantees (`ProtocolError`).
-        """
         docs = base.documents
-        size = batch_size or min(self._max_documents(t) for t in targets)
+        size = call.batch_size or min(self._max_documents(t) for t in targets)
         spans = split_batches(len(docs), size)
-        tel = unary_instrument(self._telemetry, metadata or {}, "rerank")
+        tel = unary_instrument(self._telemetry, call.metadata or {}, "rerank")
         tel.started(targets, texts=docs, batch_count=len(spans), top_n=base.top_n, query=base.query)
 
         def request_for(span: range) -> RerankRequest:
@@ -260,9 +234,8 @@ class RerankRunner:
                 targets,
                 _RERANK,
                 [(span, request_for(span)) for span in spans],
-                provider_options=provider_options,
-                concurrency=concurrency,
-                tel=tel,
+                call,
+                tel,
             )
             result = _assemble(served, spans, base)
         tel.ended(result, result_count=len(result.results), search_units=result.search_units)

@@ -49,10 +49,12 @@ if TYPE_CHECKING:
     from ._types import EmbedRequest, RerankRequest
 
 __all__ = [
+    "DEFAULT_CONCURRENCY",
     "Noted",
     "Phased",
     "Reply",
     "Served",
+    "UnaryCall",
     "UnarySpec",
     "adapter_class",
     "all_or_nothing",
@@ -65,6 +67,7 @@ __all__ = [
     "route_one",
     "run_requests",
     "sealed",
+    "strings",
     "summed",
     "timed",
     "walk",
@@ -74,6 +77,88 @@ R = TypeVar("R", bound="Phased")
 A = TypeVar("A", bound="Reply")
 T = TypeVar("T")
 Q = TypeVar("Q", "EmbedRequest", "RerankRequest")
+
+
+DEFAULT_CONCURRENCY = 4
+"""Requests of one unary call in flight at once, unless the call says otherwise."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnaryCall:
+    """The keywords every unary call takes besides its inputs, checked once when built.
+
+    `AsyncClient.embed` and `AsyncClient.rerank` state their keywords explicitly (they
+    are API) and hand them, as given, to `EmbedCall` or `RerankCall`, which build on
+    this: building one checks every argument, so a bad one raises `ConfigError` naming
+    it before anything is sent, and the runners read the checked values instead of
+    restating the keyword lists.
+
+    Attributes:
+        batch_size: Most inputs per request, when the caller limits it.
+        concurrency: Requests in flight at once, when the caller says.
+        timeout_s: Per-request timeout.
+        provider_options: Extra body fields per provider id.
+        metadata: Caller metadata for telemetry (a checked copy once built).
+
+    Raises:
+        ConfigError: A batch size or concurrency that is not an integer >= 1, a
+            timeout that is not a positive number, metadata that is not strings to
+            strings.
+    """
+
+    batch_size: int | None = None
+    concurrency: int | None = None
+    timeout_s: float | None = None
+    provider_options: Mapping[str, Mapping[str, Any]] | None = None
+    metadata: Mapping[str, str] | None = None
+
+    def _check_common(self) -> None:
+        """The checks of the keywords every unary call takes (its `__post_init__` calls
+        this after checking its inputs)."""
+        from .._client.validate import need_int, need_number
+        from ._observe import check_metadata
+
+        object.__setattr__(self, "metadata", check_metadata(self.metadata))
+        for name, value in (("batch_size", self.batch_size), ("concurrency", self.concurrency)):
+            if value is not None:
+                need_int(value, name, minimum=1)
+        if self.timeout_s is not None:
+            need_number(self.timeout_s, "timeout_s", positive=True)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight at once: `concurrency`, else `DEFAULT_CONCURRENCY`."""
+        return self.concurrency or DEFAULT_CONCURRENCY
+
+
+def strings(value: object, *, call: str, name: str, noun: str, single: bool) -> tuple[str, ...]:
+    """A unary call's texts (embed's inputs, rerank's documents) as a non-empty tuple of
+    strings.
+
+    Args:
+        value: What the caller passed.
+        call: The call, for messages (`"rerank()"`).
+        name: The parameter (`"documents"`).
+        noun: One item, for the empty-call message (`"document"`).
+        single: Whether one string stands for one item (embed's inputs); otherwise one
+            string is refused, since it is not a list.
+
+    Raises:
+        ConfigError: For a value that is not a sequence of strings (nor, with
+            `single`, one string), an empty one, or an item that is not a string.
+    """
+    items = (value,) if single and isinstance(value, str) else value
+    if isinstance(items, str | bytes | bytearray) or not isinstance(items, Sequence):
+        accepts = "a string or a sequence of strings" if single else "a sequence of strings"
+        hint = " (one string is not a list)" if isinstance(value, str) else ""
+        raise ConfigError(f"{call}: {name} must be {accepts}, got {type(value).__name__}{hint}")
+    texts = tuple(items)
+    if not texts:
+        raise ConfigError(f"{call} needs at least one {noun}")
+    for i, item in enumerate(texts):
+        if not isinstance(item, str):
+            raise ConfigError(f"{call}: {name}[{i}] must be a string, got {type(item).__name__}")
+    return texts
 
 
 class Phased(Protocol):
@@ -390,14 +475,12 @@ async def run_requests(
     resolved: Sequence[ResolvedTarget],
     spec: UnarySpec[Q, A],
     requests: Sequence[tuple[range, Q]],
-    *,
-    provider_options: Mapping[str, Mapping[str, Any]],
-    concurrency: int,
+    call: UnaryCall,
     tel: UnaryInstrument,
 ) -> Served[A]:
     """Send a unary call's requests, each walked over the route, and gather the replies.
 
-    The requests run at most `concurrency` at once and the first failure stops the call
+    The requests run at most `call.in_flight` at once and the first failure stops the call
     (`all_or_nothing`). Each attempt is reported to `tel` (`UnaryInstrument.reporter`, the
     batch numbered by its position in `requests`).
 
@@ -408,8 +491,7 @@ async def run_requests(
         resolved: Its targets, in fallback order.
         spec: The operation's adapter call and reply checks.
         requests: Each request with the positions of its inputs in the caller's.
-        provider_options: Extra body fields per provider id.
-        concurrency: Requests in flight at once.
+        call: The call's checked keywords (concurrency, provider options).
         tel: The call's instrument.
 
     Raises:
@@ -419,8 +501,9 @@ async def run_requests(
     """
     started = time.monotonic()
     trail: list[AttemptRecord] = []
+    provider_options = call.provider_options or {}
 
-    def call(
+    def one(
         index: int, span: range, request: Q
     ) -> Callable[[], Awaitable[tuple[A, ResolvedTarget]]]:
         report = tel.reporter(targets, batch=index, input_count=len(span))
@@ -429,8 +512,8 @@ async def run_requests(
         )
 
     results = await all_or_nothing(
-        [call(i, span, request) for i, (span, request) in enumerate(requests)],
-        concurrency,
+        [one(i, span, request) for i, (span, request) in enumerate(requests)],
+        call.in_flight,
         trail,
     )
     replies = tuple(reply for reply, _ in results)

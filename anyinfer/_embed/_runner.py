@@ -32,15 +32,15 @@ succeeded), and `OperationEnded`; an unobserved call builds none of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from .._client.validate import need_int, need_number
+from .._client.validate import need_int
 from .._errors import ConfigError, ProtocolError
 from .._types import ResolvedTarget
-from ._observe import check_metadata, unary_instrument
-from ._route import Served, UnarySpec, adapter_class, run_requests
+from ._observe import unary_instrument
+from ._route import UnaryCall, UnarySpec, adapter_class, run_requests, strings
 from ._types import Embeddings, EmbedEncoding, EmbedReply, EmbedRequest
 
 if TYPE_CHECKING:
@@ -53,18 +53,16 @@ if TYPE_CHECKING:
     from .._knowledge.budget import TokenEstimator
     from .._knowledge.capabilities import ModelCapabilities
     from .._observers import Telemetry
+    from ._route import Served
 
 __all__ = [
-    "DEFAULT_CONCURRENCY",
+    "EmbedCall",
     "EmbedRunner",
     "check_capabilities",
     "check_vector_space",
     "input_token_floor",
     "split_batches",
 ]
-
-DEFAULT_CONCURRENCY = 4
-"""Batches of one `embed()` call in flight at once, unless the call says otherwise."""
 
 
 def check_vector_space(
@@ -96,18 +94,49 @@ def check_vector_space(
             )
 
 
-def _texts(inputs: str | Sequence[str]) -> tuple[str, ...]:
-    """The call's inputs as a tuple of strings (one string is one input)."""
-    items = (inputs,) if isinstance(inputs, str) else inputs
-    if isinstance(items, bytes | bytearray) or not isinstance(items, Sequence):
-        raise ConfigError(f"inputs must be a string or a sequence of strings, got {inputs!r:.80}")
-    texts = tuple(items)
-    if not texts:
-        raise ConfigError("embed() needs at least one input")
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise ConfigError(f"inputs[{i}] must be a string, got {type(t).__name__}")
-    return texts
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmbedCall(UnaryCall):
+    """One `embed()` call's arguments (see `AsyncClient.embed`), checked when built.
+
+    Attributes:
+        inputs: One text or a sequence of texts, as the caller passed them.
+        texts: The inputs as a tuple of strings (one string is one input).
+        dimensions: Output dimensions, when asked.
+        input_type: What the texts are for, when given.
+        encoding: How vectors travel on the wire.
+        same_vector_space: The caller's declaration that every target of the route
+            embeds into one space.
+
+    Raises:
+        ConfigError: For inputs that are not one string or a non-empty sequence of
+            strings, dimensions that are not a positive integer, an encoding other
+            than `"base64"` or `"float"`, an empty or non-string input type, a
+            `same_vector_space` that is not a bool, or a keyword `UnaryCall` refuses.
+    """
+
+    inputs: str | Sequence[str]
+    texts: tuple[str, ...] = field(init=False)
+    dimensions: int | None = None
+    input_type: str | None = None
+    encoding: EmbedEncoding = "base64"
+    same_vector_space: bool = False
+
+    def __post_init__(self) -> None:
+        texts = strings(self.inputs, call="embed()", name="inputs", noun="input", single=True)
+        object.__setattr__(self, "texts", texts)
+        self._check_common()
+        dimensions = self.dimensions
+        if dimensions is not None:
+            need_int(dimensions, "dimensions")
+            if dimensions <= 0:
+                raise ConfigError(f"dimensions must be positive, got {dimensions!r}")
+        if self.encoding not in ("base64", "float"):
+            raise ConfigError(f"encoding must be 'base64' or 'float', got {self.encoding!r}")
+        kind = self.input_type
+        if kind is not None and (not isinstance(kind, str) or not kind):
+            raise ConfigError(f"input_type must be a non-empty string, got {kind!r}")
+        if type(self.same_vector_space) is not bool:
+            raise ConfigError(f"same_vector_space must be a bool, got {self.same_vector_space!r}")
 
 
 def split_batches(count: int, size: int) -> list[range]:
@@ -243,50 +272,22 @@ class EmbedRunner:
         self._context_gate = context_gate
 
     async def embed(
-        self,
-        route: Route,
-        targets: tuple[ResolvedTarget, ...],
-        *,
-        inputs: str | Sequence[str],
-        dimensions: int | None = None,
-        input_type: str | None = None,
-        encoding: EmbedEncoding = "base64",
-        batch_size: int | None = None,
-        concurrency: int | None = None,
-        same_vector_space: bool = False,
-        timeout_s: float | None = None,
-        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
-        metadata: Mapping[str, str] | None = None,
+        self, route: Route, targets: tuple[ResolvedTarget, ...], call: EmbedCall
     ) -> Embeddings:
-        """Check an `embed()` call (see `AsyncClient.embed`), then `run` it.
+        """Run an `embed()` call (see `AsyncClient.embed`; `call` is already checked):
+        check it against its route, then embed the inputs in batches, each routed, and
+        put the vectors back in input order.
 
         Raises:
-            ConfigError: Before anything is sent, for an invalid argument, a target
-                whose adapter does not embed, a route mixing vector spaces, or a call
-                the model's known capabilities say cannot succeed.
+            ConfigError: Before anything is sent, for a target whose adapter does not
+                embed, a route mixing vector spaces, or a call the model's known
+                capabilities say cannot succeed.
+            AllTargetsFailedError: A batch found no target that answered.
+            AnyInferError: An error the route's `decide` raises, or a reply that breaks
+                the embedding guarantees (`ProtocolError`).
         """
-        texts = _texts(inputs)
-        meta = check_metadata(metadata)
-        if dimensions is not None:
-            need_int(dimensions, "dimensions")
-            if dimensions <= 0:
-                raise ConfigError(f"dimensions must be positive, got {dimensions!r}")
-        for name, value in (("batch_size", batch_size), ("concurrency", concurrency)):
-            if value is not None:
-                need_int(value, name)
-                if value <= 0:
-                    raise ConfigError(f"{name} must be positive, got {value!r}")
-        if encoding not in ("base64", "float"):
-            raise ConfigError(f"encoding must be 'base64' or 'float', got {encoding!r}")
-        if input_type is not None and (not isinstance(input_type, str) or not input_type):
-            raise ConfigError(f"input_type must be a non-empty string, got {input_type!r}")
-        if timeout_s is not None:
-            need_number(timeout_s, "timeout_s")
-            if timeout_s <= 0:
-                raise ConfigError(f"timeout_s must be positive, got {timeout_s!r}")
-        if type(same_vector_space) is not bool:
-            raise ConfigError(f"same_vector_space must be a bool, got {same_vector_space!r}")
-        check_vector_space(targets, dimensions, same_space=same_vector_space)
+        texts, dimensions = call.texts, call.dimensions
+        check_vector_space(targets, dimensions, same_space=call.same_vector_space)
         for t in targets:
             if not adapter_class(self._targets, t).serves_embeddings():
                 raise ConfigError(
@@ -309,44 +310,16 @@ class EmbedRunner:
             model=targets[0].model,
             inputs=texts,
             dimensions=dimensions,
-            input_type=input_type,
-            encoding=encoding,
-            timeout_s=timeout_s,
+            input_type=call.input_type,
+            encoding=call.encoding,
+            timeout_s=call.timeout_s,
         )
-        return await self.run(
-            route,
-            targets,
-            base,
-            batch_size=batch_size,
-            concurrency=concurrency or DEFAULT_CONCURRENCY,
-            provider_options=provider_options or {},
-            metadata=meta,
-        )
-
-    async def run(
-        self,
-        route: Route,
-        targets: tuple[ResolvedTarget, ...],
-        base: EmbedRequest,
-        *,
-        batch_size: int | None,
-        concurrency: int,
-        provider_options: Mapping[str, Mapping[str, Any]],
-        metadata: Mapping[str, str] | None = None,
-    ) -> Embeddings:
-        """Embed `base.inputs` over `route`: batches, each routed, reassembled in order.
-
-        Raises:
-            AllTargetsFailedError: A batch found no target that answered.
-            AnyInferError: An error the route's `decide` raises, or a reply that breaks
-                the embedding guarantees (`ProtocolError`).
-        """
         inputs = base.inputs
         size = min(self._max_batch(t) for t in targets)
-        if batch_size is not None:
-            size = min(size, batch_size)
+        if call.batch_size is not None:
+            size = min(size, call.batch_size)
         spans = split_batches(len(inputs), size)
-        tel = unary_instrument(self._telemetry, metadata or {}, "embeddings")
+        tel = unary_instrument(self._telemetry, call.metadata or {}, "embeddings")
         tel.started(
             targets,
             texts=inputs,
@@ -363,9 +336,8 @@ class EmbedRunner:
                 targets,
                 _EMBED,
                 [(span, replace(base, inputs=inputs[span.start : span.stop])) for span in spans],
-                provider_options=provider_options,
-                concurrency=concurrency,
-                tel=tel,
+                call,
+                tel,
             )
             result = _assemble(served, base)
         tel.ended(result, dimensions=result.dimensions)
