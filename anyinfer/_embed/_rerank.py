@@ -34,8 +34,7 @@ from .._adapters.base import refuse_unserved
 from .._client.validate import need_int
 from .._errors import ConfigError, ProtocolError
 from .._types import ResolvedTarget
-from ._observe import unary_instrument
-from ._route import UnaryCall, UnarySpec, adapter_class, refuse_mixed_models, run_requests, strings
+from ._route import UnaryCall, UnaryRunner, UnarySpec, adapter_class, refuse_mixed_models, strings
 from ._runner import split_batches
 from ._types import RankedDocument, Reranking, RerankReply, RerankRequest
 
@@ -43,10 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from .._adapters.base import Adapter
-    from .._client.health import Breakers
     from .._client.route import Route
-    from .._client.targets import Targets
-    from .._observers import Telemetry
     from ._route import Served
 
 __all__ = ["RerankCall", "RerankRunner", "check_reply", "merge"]
@@ -166,7 +162,7 @@ def merge(
     return tuple(RankedDocument(index, score, documents[index]) for score, index in scored)
 
 
-class RerankRunner:
+class RerankRunner(UnaryRunner):
     """Runs `rerank()` calls over the client's adapters and breakers.
 
     Args:
@@ -175,14 +171,7 @@ class RerankRunner:
         telemetry: The client's observer hub (`None`: no telemetry).
     """
 
-    __slots__ = ("_breakers", "_targets", "_telemetry")
-
-    def __init__(
-        self, targets: Targets, breakers: Breakers, telemetry: Telemetry | None = None
-    ) -> None:
-        self._targets = targets
-        self._breakers = breakers
-        self._telemetry = telemetry
+    __slots__ = ()
 
     async def rerank(
         self, route: Route, targets: tuple[ResolvedTarget, ...], call: RerankCall
@@ -219,24 +208,16 @@ class RerankRunner:
         docs = base.documents
         size = call.batch_size or min(self._max_documents(t) for t in targets)
         spans = split_batches(len(docs), size)
-        tel = unary_instrument(self._telemetry, call.metadata or {}, "rerank")
+        tel = self._instrument(call, "rerank")
         tel.started(targets, texts=docs, batch_count=len(spans), top_n=base.top_n, query=base.query)
 
         def request_for(span: range) -> RerankRequest:
             top_n = None if base.top_n is None else min(base.top_n, len(span))
             return replace(base, documents=docs[span.start : span.stop], top_n=top_n)
 
+        requests = [(span, request_for(span)) for span in spans]
         with tel:
-            served = await run_requests(
-                self._targets,
-                self._breakers,
-                route,
-                targets,
-                _RERANK,
-                [(span, request_for(span)) for span in spans],
-                call,
-                tel,
-            )
+            served = await self.run_requests(route, targets, _RERANK, requests, call, tel)
             result = _assemble(served, spans, base)
         tel.ended(result, result_count=len(result.results), search_units=result.search_units)
         return result
@@ -271,4 +252,4 @@ def _send(adapter: Adapter, request: RerankRequest) -> Awaitable[RerankReply]:
 
 
 _RERANK: UnarySpec[RerankRequest, RerankReply] = UnarySpec("rerank()", "rerank", _send, check_reply)
-"""What `rerank()` plugs into the shared request flow (`_route.run_requests`)."""
+"""What `rerank()` plugs into the shared request flow (`_route.UnaryRunner.run_requests`)."""

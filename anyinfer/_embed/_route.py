@@ -17,14 +17,17 @@ The rest of a unary call's flow, shared by both runners, lives here too:
 
 - `refuse_mixed_models`: a fallback to another model is refused before dispatch, since
   vectors and relevance scores of different models are not comparable.
-- `run_requests`: the call's requests (a runner cuts them with its own batch limits),
-  each walked over the route by `route_one` (options for the target's provider, the
-  operation's adapter call under the timeout, its reply checks, `walk`), at most
-  `concurrency` at once with the first failure stopping the call (`all_or_nothing`: no
-  partial result), each attempt reported to the call's instrument. It hands back
-  `Served`: the replies in request order, their usage summed (`summed`) and priced at
-  the target that served each request (`priced`), the timing, the trail and the
-  warnings (`notes`), from which a runner builds its result.
+- `UnaryRunner`, the base of both runners: the client's targets, breakers and hub, and
+  `run_requests`, which sends a call's requests (a runner cuts them with its own batch
+  limits), each walked over the route by `route_one` (options for the target's
+  provider, the operation's adapter call under the timeout, its reply checks, `walk`),
+  at most `concurrency` at once with the first failure stopping the call
+  (`all_or_nothing`: no partial result), each attempt reported to the call's
+  instrument. It hands back `Served`: the replies in request order, their usage summed
+  (`summed`) and priced at the target that served each request (`priced`), the timing,
+  the trail and the warnings (`notes`), from which a runner builds its result.
+- `UnaryCall`, the keywords both calls take, checked once, and `strings`, the check of
+  a call's texts.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ if TYPE_CHECKING:
     from .._client.health import Breakers
     from .._client.route import Route
     from .._client.targets import Targets
+    from .._observers import Telemetry
+    from .._telemetry import UnaryOperation
     from ._observe import UnaryInstrument
     from ._types import EmbedRequest, RerankRequest
 
@@ -55,6 +60,7 @@ __all__ = [
     "Reply",
     "Served",
     "UnaryCall",
+    "UnaryRunner",
     "UnarySpec",
     "adapter_class",
     "all_or_nothing",
@@ -65,7 +71,6 @@ __all__ = [
     "refuse_mixed_models",
     "request_cost",
     "route_one",
-    "run_requests",
     "sealed",
     "strings",
     "summed",
@@ -468,67 +473,92 @@ class Served(Generic[A]):
     warnings: tuple[str, ...]
 
 
-async def run_requests(
-    targets: Targets,
-    breakers: Breakers,
-    route: Route,
-    resolved: Sequence[ResolvedTarget],
-    spec: UnarySpec[Q, A],
-    requests: Sequence[tuple[range, Q]],
-    call: UnaryCall,
-    tel: UnaryInstrument,
-) -> Served[A]:
-    """Send a unary call's requests, each walked over the route, and gather the replies.
-
-    The requests run at most `call.in_flight` at once and the first failure stops the call
-    (`all_or_nothing`). Each attempt is reported to `tel` (`UnaryInstrument.reporter`, the
-    batch numbered by its position in `requests`).
+class UnaryRunner:
+    """What both unary runners (`EmbedRunner`, `RerankRunner`) hold and how they send a
+    call: the client's targets, breakers and observer hub, the call's instrument
+    (`_instrument`) and its requests sent (`run_requests`).
 
     Args:
-        targets: The client's adapters, pricing and profiles.
-        breakers: The client's circuit breakers.
-        route: The route's decisions.
-        resolved: Its targets, in fallback order.
-        spec: The operation's adapter call and reply checks.
-        requests: Each request with the positions of its inputs in the caller's.
-        call: The call's checked keywords (concurrency, provider options).
-        tel: The call's instrument.
-
-    Raises:
-        AllTargetsFailedError: A request found no target that answered.
-        AnyInferError: An error the route's `decide` raises, or a reply `spec.check`
-            refuses; either carrying the whole call's trail.
+        targets: Adapters, profiles, pricing and capabilities.
+        breakers: The client's circuit breakers (shared with generation).
+        telemetry: The client's observer hub (`None`: no telemetry).
     """
-    started = time.monotonic()
-    trail: list[AttemptRecord] = []
-    provider_options = call.provider_options or {}
 
-    def one(
-        index: int, span: range, request: Q
-    ) -> Callable[[], Awaitable[tuple[A, ResolvedTarget]]]:
-        report = tel.reporter(targets, batch=index, input_count=len(span))
-        return lambda: route_one(
-            targets, breakers, route, resolved, spec, request, provider_options, trail, report
+    __slots__ = ("_breakers", "_targets", "_telemetry")
+
+    def __init__(
+        self, targets: Targets, breakers: Breakers, telemetry: Telemetry | None = None
+    ) -> None:
+        self._targets = targets
+        self._breakers = breakers
+        self._telemetry = telemetry
+
+    def _instrument(self, call: UnaryCall, operation: UnaryOperation) -> UnaryInstrument:
+        """The call's instrument (`SILENT` when nobody observes the client now)."""
+        from ._observe import unary_instrument
+
+        return unary_instrument(self._telemetry, call.metadata or {}, operation)
+
+    async def run_requests(
+        self,
+        route: Route,
+        resolved: Sequence[ResolvedTarget],
+        spec: UnarySpec[Q, A],
+        requests: Sequence[tuple[range, Q]],
+        call: UnaryCall,
+        tel: UnaryInstrument,
+    ) -> Served[A]:
+        """Send a unary call's requests, each walked over the route, and gather the
+        replies.
+
+        The requests run at most `call.in_flight` at once and the first failure stops
+        the call (`all_or_nothing`). Each attempt is reported to `tel`
+        (`UnaryInstrument.reporter`, the batch numbered by its position in `requests`).
+
+        Args:
+            route: The route's decisions.
+            resolved: Its targets, in fallback order.
+            spec: The operation's adapter call and reply checks.
+            requests: Each request with the positions of its inputs in the caller's.
+            call: The call's checked keywords (concurrency, provider options).
+            tel: The call's instrument.
+
+        Raises:
+            AllTargetsFailedError: A request found no target that answered.
+            AnyInferError: An error the route's `decide` raises, or a reply `spec.check`
+                refuses; either carrying the whole call's trail.
+        """
+        targets, breakers = self._targets, self._breakers
+        started = time.monotonic()
+        trail: list[AttemptRecord] = []
+        provider_options = call.provider_options or {}
+
+        def one(
+            index: int, span: range, request: Q
+        ) -> Callable[[], Awaitable[tuple[A, ResolvedTarget]]]:
+            report = tel.reporter(targets, batch=index, input_count=len(span))
+            return lambda: route_one(
+                targets, breakers, route, resolved, spec, request, provider_options, trail, report
+            )
+
+        results = await all_or_nothing(
+            [one(i, span, request) for i, (span, request) in enumerate(requests)],
+            call.in_flight,
+            trail,
         )
-
-    results = await all_or_nothing(
-        [one(i, span, request) for i, (span, request) in enumerate(requests)],
-        call.in_flight,
-        trail,
-    )
-    replies = tuple(reply for reply, _ in results)
-    served = tuple(target for _, target in results)
-    usages = [reply.usage for reply in replies]
-    units = [getattr(reply, "search_units", None) for reply in replies]
-    warnings, phases = notes(replies)
-    return Served(
-        replies=replies,
-        batch_targets=served,
-        usage=priced(targets, summed(usages), served, usages, units),
-        timing=Timing(started, total_ms=ms_since(started), phases=phases),
-        attempts=tuple(trail),
-        warnings=warnings,
-    )
+        replies = tuple(reply for reply, _ in results)
+        served = tuple(target for _, target in results)
+        usages = [reply.usage for reply in replies]
+        units = [getattr(reply, "search_units", None) for reply in replies]
+        warnings, phases = notes(replies)
+        return Served(
+            replies=replies,
+            batch_targets=served,
+            usage=priced(targets, summed(usages), served, usages, units),
+            timing=Timing(started, total_ms=ms_since(started), phases=phases),
+            attempts=tuple(trail),
+            warnings=warnings,
+        )
 
 
 async def route_one(

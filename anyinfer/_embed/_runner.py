@@ -39,8 +39,7 @@ from typing import TYPE_CHECKING
 from .._client.validate import need_int
 from .._errors import ConfigError, ProtocolError
 from .._types import ResolvedTarget
-from ._observe import unary_instrument
-from ._route import UnaryCall, UnarySpec, adapter_class, run_requests, strings
+from ._route import UnaryCall, UnaryRunner, UnarySpec, adapter_class, strings
 from ._types import Embeddings, EmbedEncoding, EmbedReply, EmbedRequest
 
 if TYPE_CHECKING:
@@ -242,7 +241,7 @@ def check_capabilities(
                 )
 
 
-class EmbedRunner:
+class EmbedRunner(UnaryRunner):
     """Runs `embed()` calls over the client's adapters and breakers.
 
     Args:
@@ -254,7 +253,7 @@ class EmbedRunner:
             `context_gate`).
     """
 
-    __slots__ = ("_breakers", "_context_gate", "_estimator", "_targets", "_telemetry")
+    __slots__ = ("_context_gate", "_estimator")
 
     def __init__(
         self,
@@ -265,9 +264,7 @@ class EmbedRunner:
         estimator: TokenEstimator | None = None,
         context_gate: bool = True,
     ) -> None:
-        self._targets = targets
-        self._breakers = breakers
-        self._telemetry = telemetry
+        super().__init__(targets, breakers, telemetry)
         self._estimator = estimator
         self._context_gate = context_gate
 
@@ -319,7 +316,7 @@ class EmbedRunner:
         if call.batch_size is not None:
             size = min(size, call.batch_size)
         spans = split_batches(len(inputs), size)
-        tel = unary_instrument(self._telemetry, call.metadata or {}, "embeddings")
+        tel = self._instrument(call, "embeddings")
         tel.started(
             targets,
             texts=inputs,
@@ -328,17 +325,9 @@ class EmbedRunner:
             encoding=base.encoding,
             input_type=base.input_type,
         )
+        requests = [(span, replace(base, inputs=inputs[span.start : span.stop])) for span in spans]
         with tel:
-            served = await run_requests(
-                self._targets,
-                self._breakers,
-                route,
-                targets,
-                _EMBED,
-                [(span, replace(base, inputs=inputs[span.start : span.stop])) for span in spans],
-                call,
-                tel,
-            )
+            served = await self.run_requests(route, targets, _EMBED, requests, call, tel)
             result = _assemble(served, base)
         tel.ended(result, dimensions=result.dimensions)
         return result
@@ -404,4 +393,4 @@ def _check_reply(reply: EmbedReply, request: EmbedRequest, target: ResolvedTarge
 
 
 _EMBED: UnarySpec[EmbedRequest, EmbedReply] = UnarySpec("embed()", "embedding", _send, _check_reply)
-"""What `embed()` plugs into the shared request flow (`_route.run_requests`)."""
+"""What `embed()` plugs into the shared request flow (`_route.UnaryRunner.run_requests`)."""
