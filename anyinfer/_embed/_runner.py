@@ -285,13 +285,13 @@ class EmbedRunner(UnaryRunner):
         """
         texts, dimensions = call.texts, call.dimensions
         check_vector_space(targets, dimensions, same_space=call.same_vector_space)
+        from .._providers.openai_compat import embeddings_refusal
+
         for t in targets:
-            if not adapter_class(self._targets, t).serves_embeddings():
-                raise ConfigError(
-                    f"embed(): {t} cannot embed: its provider ({t.provider_id}) has no "
-                    "embeddings support in AnyInfer",
-                    provider=t.provider,
-                )
+            cls = adapter_class(self._targets, t)
+            refusal = embeddings_refusal(cls, self._targets.settings_for(t.provider))
+            if refusal is not None:
+                raise ConfigError(f"embed(): {t} cannot embed: {refusal}", provider=t.provider)
         # Every target embeds into one vector space (one model), so a model fact known
         # for one target holds for the call: any target's known limits may refuse it.
         for t in dict.fromkeys(targets):

@@ -11,6 +11,12 @@ registry id, aliases, key rule, engine quirks, conformance dialect, structured-o
 defaults and local engines all come. `docs/providers/quirks.md` has the table, with how
 well each entry is sourced.
 
+Embeddings: each entry records whether its service serves OpenAI's `POST /embeddings`
+at the preset's base URL (`Preset.embeddings`: documented, documented absent, or
+unknown) and where that comes from. Only a documented preset's class embeds; the others
+are refused before anything is sent (`embeddings_refusal`, which the embed runner
+applies), unless an instance opts in with `options={"embeddings": True}`.
+
 Choosing quirks, in `ProviderSettings.options`:
 
 - `"engine"`: a key of `ENGINE_QUIRKS` (`"llama.cpp"`, `"llama-cpp-python"`, `"vllm"`,
@@ -39,11 +45,12 @@ from typing import Any, ClassVar, Literal, get_args
 
 import httpx
 
-from .._adapters.base import POOL_OPTIONS, DiscoveredModel, PartAssembler
+from .._adapters.base import POOL_OPTIONS, Adapter, DiscoveredModel, PartAssembler
 from .._adapters.limits import LIMIT_OPTIONS
 from .._adapters.profile import AdapterProfile
 from .._client.instance import api_key_env as instance_key_env
 from .._client.instance import base_url_env, resolve_base_url
+from .._embed._types import EmbedReply, EmbedRequest
 from .._errors import ConfigError, ProviderError
 from .._knowledge.capabilities import ModelCapabilities
 from .._request import GenerationRequest
@@ -64,6 +71,7 @@ __all__ = [
     "StructuredOutput",
     "VLLMAdapter",
     "configured_base_url",
+    "embeddings_refusal",
     "preset_adapter",
     "preset_adapters",
     "preset_summaries",
@@ -344,8 +352,9 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
     `ANYINFER_<INSTANCE>_API_KEY` (sent as `Authorization: Bearer`), so `OPENAI_API_KEY`
     never goes to whatever listens on a local port.
 
-    `ProviderSettings.options` keys: `engine` (a key of `ENGINE_QUIRKS`) and `quirks`
-    (field overrides; see `Quirks`).
+    `ProviderSettings.options` keys: `engine` (a key of `ENGINE_QUIRKS`), `quirks`
+    (field overrides; see `Quirks`) and `embeddings` (`True` or `False`: whether this
+    instance embeds, over the preset's documented fact; see `embeddings_refusal`).
 
     Attributes:
         quirks: The quirks in force for this instance.
@@ -368,7 +377,7 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
     #: The `PRESETS` entry a preset's class was made from (`None` here).
     preset: ClassVar[Preset | None] = None
     #: `ProviderSettings.options` keys this adapter understands.
-    option_keys: ClassVar[frozenset[str]] = frozenset({"engine", "quirks"})
+    option_keys: ClassVar[frozenset[str]] = frozenset({"engine", "quirks", "embeddings"})
 
     def __init__(self, settings: ProviderSettings) -> None:
         pid = settings.instance_id
@@ -396,6 +405,7 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
                 provider=pid,
             )
         self.quirks = quirks_for(self.engine_for(settings), settings.options, pid)
+        embeddings_refusal(type(self), settings)  # an ill-typed option is refused here
         super().__init__(settings)
         self.max_tokens_field = self.quirks.max_tokens_field
         self.stream_usage = self.quirks.stream_usage
@@ -416,6 +426,31 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
     def engine_for(self, settings: ProviderSettings) -> str:
         """The default engine for these settings (before `options["engine"]`)."""
         return self.default_engine
+
+    # --- embeddings ----------------------------------------------------------------
+
+    @classmethod
+    def serves_embeddings(cls) -> bool:
+        """Whether this class embeds: a preset's documented fact (`Preset.embeddings`
+        is `True`); the generic `openai-compat` adapter (no preset) does.
+
+        One instance may say otherwise with `options["embeddings"]`; the embed runner
+        asks `embeddings_refusal`, which applies both."""
+        if cls.preset is not None and cls.preset.embeddings is not True:
+            return False
+        return super().serves_embeddings()
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        """`POST /embeddings`, once `embeddings_refusal` allows this instance (a
+        refused instance raises before anything is sent).
+
+        Raises:
+            ConfigError: If this instance does not embed (see `embeddings_refusal`).
+        """
+        reason = embeddings_refusal(type(self), self.settings)
+        if reason is not None:
+            raise ConfigError(f"{self.instance_id}: {reason}", provider=self.instance_id)
+        return await super().embed(request)
 
     # --- request -------------------------------------------------------------------
 
@@ -689,6 +724,17 @@ class Preset:
             real traffic) or `U` (not found: generic defaults, unverified).
         source: Where the facts come from, briefly.
         notes: What else is known (one line), including single-source caveats.
+        embeddings: Whether the provider's OpenAI-compatible API serves
+            `POST {base_url}/embeddings` in OpenAI's shape: `True` (documented),
+            `False` (documented absent, or served in another shape or under another
+            base) or `None` (not found either way). Only `True` makes the class embed
+            (`serves_embeddings`); an instance may opt in or out with
+            `ProviderSettings.options["embeddings"]` (see `embeddings_refusal`).
+        embeddings_source: Where the `embeddings` fact comes from, graded as
+            `evidence` is (`D`, `C`, `S`, or `U` for not found), with any caveat.
+        embed_max_batch: The most inputs one embeddings request may carry, when the
+            provider documents a limit (the class's `embed_max_batch`); `None` keeps
+            OpenAI's 2048.
     """
 
     default_base_url: str | None
@@ -704,6 +750,9 @@ class Preset:
     evidence: str = ""
     source: str = ""
     notes: str = ""
+    embeddings: bool | None = None
+    embeddings_source: str = ""
+    embed_max_batch: int | None = None
 
     def engine_quirks(self, provider_id: str) -> Quirks:
         """The quirks for this preset's engine, named after the preset (made once)."""
@@ -731,9 +780,15 @@ def _hosted(
     aliases: tuple[str, ...] = (),
     template: str = "",
     key_required: bool = True,
+    embeddings: bool | None,
+    embeddings_source: str,
+    embed_max_batch: int | None = None,
     **quirks: Any,
 ) -> Preset:
-    """One hosted service's entry: OpenAI Chat at `url`, a key in `key_env`."""
+    """One hosted service's entry: OpenAI Chat at `url`, a key in `key_env`.
+
+    `embeddings` and `embeddings_source` have no default: every entry records whether
+    the service serves `/embeddings` (see `Preset.embeddings`)."""
     return Preset(
         url,
         AdapterProfile(aliases=aliases, conformance_dialect="openai-chat"),
@@ -745,6 +800,9 @@ def _hosted(
         evidence=evidence,
         source=source,
         notes=notes,
+        embeddings=embeddings,
+        embeddings_source=embeddings_source,
+        embed_max_batch=embed_max_batch,
     )
 
 
@@ -760,10 +818,13 @@ def _local(
     structured: ModelCapabilities | None = None,
     dialect: str = "openai-chat",
     base: type[OpenAICompatAdapter] = OpenAICompatAdapter,
+    embeddings: bool | None,
+    embeddings_source: str,
+    embed_max_batch: int | None = None,
     **quirks: Any,
 ) -> Preset:
     """One local engine's entry: no provider key variable (a key only from settings or
-    `ANYINFER_<INSTANCE>_API_KEY`), no catalog engine."""
+    `ANYINFER_<INSTANCE>_API_KEY`), no catalog engine; `embeddings` as `_hosted`."""
     return Preset(
         url,
         AdapterProfile(aliases=aliases, conformance_dialect=dialect, structured=structured),
@@ -774,6 +835,9 @@ def _local(
         evidence=evidence,
         source=source,
         notes=notes,
+        embeddings=embeddings,
+        embeddings_source=embeddings_source,
+        embed_max_batch=embed_max_batch,
     )
 
 
@@ -815,6 +879,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             evidence="D/-/D",
             source="ggml-org/llama.cpp tools/server",
             notes="quirks as established before the preset research (not re-checked by it)",
+            embeddings=True,
+            embeddings_source=(
+                "D: llama.cpp tools/server README: POST /v1/embeddings (start with --embeddings)"
+            ),
         ),
         "vllm": Preset(
             "http://127.0.0.1:8000/v1",
@@ -832,6 +900,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             evidence="D/-/D",
             source="docs.vllm.ai (OpenAI-compatible server)",
             notes="quirks as established before the preset research (not re-checked by it)",
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.vllm.ai pooling models (--runner pooling): OpenAI /v1/embeddings"
+            ),
         ),
         "lmstudio": Preset(
             "http://127.0.0.1:1234/v1",
@@ -849,6 +921,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             evidence="D/-/D",
             source="lmstudio.ai/docs (OpenAI compatibility)",
             notes="quirks as established before the preset research (not re-checked by it)",
+            embeddings=True,
+            embeddings_source="D: lmstudio.ai/docs/api/openai-api lists POST /v1/embeddings",
         ),
         # --- hosted services (each fact graded in `evidence`; see Preset) ----------
         "groq": _hosted(
@@ -862,6 +936,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "none); reasoning_format via provider_options, parsed reasoning in `reasoning`",
             stream_usage=False,
             max_tokens_field="max_completion_tokens",
+            embeddings=False,
+            embeddings_source=(
+                "C: getbifrost.ai Groq page (embeddings not supported upstream); no embedding model"
+                " in Groq's docs"
+            ),
         ),
         "together": _hosted(
             "Together AI",
@@ -871,6 +950,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "docs.together.ai/docs/inference/openai-compatibility",
             "SDKs still use api.together.xyz (both hosts in use); model ids are org/model",
             aliases=("together-ai", "togetherai"),
+            embeddings=True,
+            embeddings_source="D: docs.together.ai/reference/embeddings (POST /embeddings)",
         ),
         "fireworks": _hosted(
             "Fireworks AI",
@@ -881,6 +962,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "the docs' samples use OPENAI_API_KEY, SDKs FIREWORKS_API_KEY; reasoning_effort "
             "takes three of OpenAI's levels (single source)",
             aliases=("fireworks-ai",),
+            embeddings=True,
+            embeddings_source="D: docs.fireworks.ai/api-reference: POST /inference/v1/embeddings",
         ),
         "deepinfra": _hosted(
             "DeepInfra",
@@ -889,6 +972,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "D/C/U",
             "deepinfra.com/docs/advanced/openai_api",
             "the docs name no variable (a 'DeepInfra token'); DEEPINFRA_API_KEY is the SDKs'",
+            embeddings=True,
+            embeddings_source=(
+                "D: deepinfra.com/docs/advanced/openai_api (embeddings for all embedding models)"
+            ),
         ),
         "cerebras": _hosted(
             "Cerebras Inference",
@@ -905,6 +992,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
                 "parallel_tool_calls",
                 "service_tier",
             ),
+            embeddings=False,
+            embeddings_source=(
+                "C: getbifrost.ai and deepintshield Cerebras pages: embeddings not supported "
+                "upstream"
+            ),
         ),
         "sambanova": _hosted(
             "SambaNova Cloud",
@@ -914,6 +1006,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "docs.sambanova.ai/docs/en/features/openai-compatibility; pydantic-ai, any-llm",
             "the docs give the URL on the account's 'API keys and URLs' page; reasoning may "
             "come as <think> text in content (single source)",
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.sambanova.ai embeddings-api: POST https://api.sambanova.ai/v1/embeddings"
+            ),
         ),
         "perplexity": _hosted(
             "Perplexity Sonar",
@@ -924,6 +1020,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "no /v1: /chat/completions is an alias of /v1/sonar; citations and search_results "
             "in responses; search options (search_domain_filter, web_search_options, ...) via "
             "provider_options",
+            embeddings=False,
+            embeddings_source=(
+                "D: docs.perplexity.ai embeddings-post: POST /v1/embeddings (not under this base) "
+                "with base64_int8/base64_binary encodings only"
+            ),
         ),
         "nebius": _hosted(
             "Nebius Token Factory",
@@ -932,6 +1033,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "D/D/U",
             "docs.tokenfactory.nebius.com/api-reference/introduction",
             "formerly Nebius AI Studio (api.studio.nebius.com)",
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.tokenfactory.nebius.com create-embeddings: POST /v1/embeddings"
+            ),
         ),
         "nvidia-nim": _hosted(
             "NVIDIA NIM (API catalog)",
@@ -941,6 +1046,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "build.nvidia.com docs",
             "self-hosted NIM containers speak the same API: set base_url",
             aliases=("nvidia",),
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.nvidia.com NeMo Retriever embedding NIM: POST /v1/embeddings (NV-EmbedQA "
+                "models want input_type query|passage via provider_options)"
+            ),
         ),
         "hyperbolic": _hosted(
             "Hyperbolic",
@@ -948,6 +1058,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "HYPERBOLIC_API_KEY",
             "C/C/U",
             "rig-core, Helicone docs (no provider page found)",
+            embeddings=None,
+            embeddings_source=(
+                "U: docs.hyperbolic.ai text APIs document chat and completions; no embeddings route"
+                " found"
+            ),
         ),
         "novita": _hosted(
             "Novita AI",
@@ -957,6 +1072,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "pipecat, models.dev, crewAI",
             "path conflict not checked live: /openai (corroborated), /openai/v1 (promptfoo), "
             "legacy /v3/openai",
+            embeddings=None,
+            embeddings_source=(
+                "U: novita.ai docs document POST /v3/openai/embeddings (the legacy base); under "
+                "/openai unverified"
+            ),
         ),
         "moonshot": _hosted(
             "Moonshot AI (Kimi), international",
@@ -971,6 +1091,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             aliases=("kimi",),
             max_tokens_field="max_completion_tokens",
             reasoning_switch="thinking_type",
+            embeddings=None,
+            embeddings_source="U: platform.moonshot.ai API docs: no embeddings endpoint found",
         ),
         "moonshot-cn": _hosted(
             "Moonshot AI (Kimi), China",
@@ -981,6 +1103,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "as moonshot",
             max_tokens_field="max_completion_tokens",
             reasoning_switch="thinking_type",
+            embeddings=None,
+            embeddings_source="U: as moonshot (platform.moonshot.cn): no embeddings endpoint found",
         ),
         "zai": _hosted(
             "Z.ai (GLM), international",
@@ -992,6 +1116,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "json_schema (single source); reasoning on/off as thinking: {type} (GLM-4.5 "
             "and later, documented)",
             reasoning_switch="thinking_type",
+            embeddings=None,
+            embeddings_source=(
+                "U: only a third-party reference lists /embeddings on api.z.ai; not found in Z.ai's"
+                " own docs"
+            ),
         ),
         "zhipu": _hosted(
             "Zhipu AI BigModel (GLM), China",
@@ -1002,6 +1131,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "models.dev names the key ZHIPU_API_KEY; wire as zai",
             aliases=("bigmodel",),
             reasoning_switch="thinking_type",
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.bigmodel.cn 文本嵌入: POST https://open.bigmodel.cn/api/paas/v4/embeddings"
+            ),
         ),
         "dashscope": _hosted(
             "Alibaba Cloud Model Studio (DashScope)",
@@ -1015,6 +1148,13 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "enable_thinking (hybrid-thinking models)",
             aliases=("alibaba",),
             reasoning_switch="enable_thinking",
+            embeddings=True,
+            embeddings_source=(
+                "D: alibabacloud.com Model Studio 'OpenAI compatible - Embedding': POST "
+                "{base}/embeddings, batch size 10 (text-embedding-v3/v4), encoding_format float "
+                "only"
+            ),
+            embed_max_batch=10,
         ),
         "baseten": _hosted(
             "Baseten Model APIs",
@@ -1023,6 +1163,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "D/D/U",
             "docs.baseten.co/quickstart",
             "dedicated deployments have their own host: set base_url",
+            embeddings=None,
+            embeddings_source=(
+                "U: Model APIs list chat LLMs only; embeddings are served by BEI deployments at "
+                "their own URLs (docs.baseten.co)"
+            ),
         ),
         "huggingface": _hosted(
             "Hugging Face Inference Providers (router)",
@@ -1032,6 +1177,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "huggingface.co/docs/inference-providers",
             "a model may name its provider: org/model:provider",
             aliases=("hf",),
+            embeddings=None,
+            embeddings_source=(
+                "U: router.huggingface.co/v1 documented for chat completions; /v1/embeddings on the"
+                " router unverified"
+            ),
         ),
         "scaleway": _hosted(
             "Scaleway Generative APIs",
@@ -1040,6 +1190,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "D/D/U",
             "scaleway.com/en/docs/generative-apis",
             "project-scoped URL: https://api.scaleway.ai/{project_id}/v1",
+            embeddings=True,
+            embeddings_source=(
+                "D: scaleway.com Generative APIs: /v1/chat/completions, /v1/embeddings, /v1/models "
+                "(encoding_format and dimensions unsupported)"
+            ),
         ),
         "ovhcloud": _hosted(
             "OVHcloud AI Endpoints",
@@ -1050,6 +1205,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "a key is optional: without one it is a rate-limited free tier (corroborated); "
             "Docker's docs name OVH_AI_ENDPOINTS_ACCESS_TOKEN",
             key_required=False,
+            embeddings=True,
+            embeddings_source=(
+                "D: ovhcloud.com AI Endpoints catalog: POST "
+                "https://oai.endpoints.kepler.ai.cloud.ovh.net/v1/embeddings"
+            ),
         ),
         "cloudflare-workers-ai": _hosted(
             "Cloudflare Workers AI",
@@ -1061,6 +1221,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "to work on this route (single source)",
             aliases=("workers-ai",),
             template="https://api.cloudflare.com/client/v4/accounts/{account_id}/ai/v1",
+            embeddings=True,
+            embeddings_source=(
+                "D: developers.cloudflare.com workers-ai open-ai-compatibility: "
+                "/v1/chat/completions and /v1/embeddings"
+            ),
         ),
         "mistral": _hosted(
             "Mistral AI (La Plateforme)",
@@ -1071,6 +1236,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "tool_choice 'any' rests on one source; safe_prompt and prompt_mode via "
             "provider_options; list-shaped content with thinking parts is read",
             **_MISTRAL,
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.mistral.ai/api/endpoint/embeddings: POST /v1/embeddings (output_dimension,"
+                " not dimensions)"
+            ),
         ),
         "codestral": _hosted(
             "Mistral Codestral endpoint",
@@ -1080,6 +1250,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "litellm",
             "Mistral's wire assumed (Mistral's own endpoint; single source)",
             **_MISTRAL,
+            embeddings=None,
+            embeddings_source=(
+                "U: codestral.mistral.ai is documented for FIM and chat; embeddings there not found"
+                " (codestral-embed is on api.mistral.ai)"
+            ),
         ),
         "deepseek": _hosted(
             "DeepSeek",
@@ -1092,6 +1267,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "reasoning in reasoning_content; prompt_cache_hit_tokens read as cache reads; "
             "/v1 also accepted",
             reasoning_switch="thinking_type",
+            embeddings=False,
+            embeddings_source=(
+                "S: the API reference lists chat completions, FIM completions, models and balance "
+                "only (100321.com, CSDN notes on api-docs.deepseek.com)"
+            ),
         ),
         "xai": _hosted(
             "xAI (Grok)",
@@ -1103,6 +1283,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "it; reasoning in reasoning_content (single source); citations in responses",
             aliases=("grok",),
             retry_without_reasoning_effort=True,
+            embeddings=None,
+            embeddings_source=(
+                "S: a scrape of xAI's OpenAPI (withone.ai) lists POST /v1/embeddings; no current "
+                "xAI doc page found"
+            ),
         ),
         "openrouter": _hosted(
             "OpenRouter",
@@ -1116,6 +1301,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "reasoning: {effort} (docs/use-cases/reasoning-tokens); routing (provider, "
             "models) via provider_options",
             reasoning_switch="reasoning_object",
+            embeddings=True,
+            embeddings_source=(
+                "D: openrouter.ai/docs/api/api-reference/embeddings: POST "
+                "https://openrouter.ai/api/v1/embeddings"
+            ),
         ),
         "gemini-openai": _hosted(
             "Google Gemini API (OpenAI compatibility)",
@@ -1124,6 +1314,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "D/D/U",
             "ai.google.dev/gemini-api/docs/openai",
             "the native gemini adapter is the first choice",
+            embeddings=True,
+            embeddings_source=(
+                "D: ai.google.dev OpenAI compatibility, Embeddings: POST "
+                ".../v1beta/openai/embeddings"
+            ),
         ),
         "vercel-ai-gateway": _hosted(
             "Vercel AI Gateway",
@@ -1133,6 +1328,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "vercel.com/docs/ai-gateway/openai-compat/advanced",
             "reasoning request {max_tokens, enabled} via provider_options; reasoning in "
             "`reasoning`; VERCEL_OIDC_TOKEN also accepted",
+            embeddings=True,
+            embeddings_source="D: vercel.com/docs/ai-gateway/openai-compat: POST /v1/embeddings",
         ),
         "heroku": _hosted(
             "Heroku Managed Inference",
@@ -1141,6 +1338,12 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "S/S/U",
             "pydantic-ai",
             "HEROKU_INFERENCE_URL names the host",
+            embeddings=True,
+            embeddings_source=(
+                "D: devcenter.heroku.com heroku-inference-api-v1-embeddings: POST /v1/embeddings, "
+                "at most 96 strings, encoding_format raw|base64"
+            ),
+            embed_max_batch=96,
         ),
         "minimax": _hosted(
             "MiniMax",
@@ -1149,6 +1352,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "S/C/U",
             "any-llm, models.dev",
             "reasoning may come as <think> text in content (single source)",
+            embeddings=False,
+            embeddings_source=(
+                "C: helix-db, langchain MinimaxEmbeddings: its /v1/embeddings takes texts and type "
+                "and answers vectors, not OpenAI's shape"
+            ),
         ),
         "inception": _hosted(
             "Inception Labs (Mercury)",
@@ -1156,6 +1364,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "INCEPTION_API_KEY",
             "C/C/U",
             "models.dev, any-llm",
+            embeddings=None,
+            embeddings_source=(
+                "U: litellm's Inception page lists /chat/completions and /fim/completions; no "
+                "embeddings route found"
+            ),
         ),
         "meta-llama": _hosted(
             "Meta Llama API (compatibility endpoint)",
@@ -1164,6 +1377,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "C/C/U",
             "any-llm, models.dev",
             aliases=("llama-api",),
+            embeddings=None,
+            embeddings_source=(
+                "U: no public reference for api.llama.com/compat/v1 beyond chat found"
+            ),
         ),
         "requesty": _hosted(
             "Requesty router",
@@ -1171,6 +1388,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "REQUESTY_API_KEY",
             "C/C/U",
             "models.dev, vercel/ai community page",
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.requesty.ai embeddings-create: POST "
+                "https://router.requesty.ai/v1/embeddings"
+            ),
         ),
         "portkey": _hosted(
             "Portkey gateway",
@@ -1179,6 +1401,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "S/S/U",
             "any-llm",
             "the key header is unverified (sent as Authorization: Bearer)",
+            embeddings=True,
+            embeddings_source=(
+                "D: portkey.ai/docs/api-reference/embeddings: POST "
+                "https://api.portkey.ai/v1/embeddings"
+            ),
         ),
         "helicone": _hosted(
             "Helicone AI Gateway",
@@ -1187,6 +1414,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "C/C/U",
             "models.dev, any-llm",
             "litellm's base has no /v1 (conflict)",
+            embeddings=None,
+            embeddings_source=(
+                "U: docs.helicone.ai gateway pages describe proxying; embeddings on ai-"
+                "gateway.helicone.ai/v1 not found"
+            ),
         ),
         "gmicloud": _hosted(
             "GMI Cloud",
@@ -1195,6 +1427,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "C/U/U",
             "any-llm, litellm, vercel/ai, models.dev",
             "three key names in four SDKs: GMI_API_KEY, GMI_CLOUD_APIKEY, GMICLOUD_API_KEY",
+            embeddings=None,
+            embeddings_source=(
+                "U: docs.gmicloud.ai LLM API reference: /v1/models and /v1/chat/completions; no "
+                "embeddings found"
+            ),
         ),
         "siliconflow": _hosted(
             "SiliconFlow (international)",
@@ -1202,6 +1439,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "SILICONFLOW_API_KEY",
             "S/S/U",
             "models.dev",
+            embeddings=True,
+            embeddings_source="D: docs.siliconflow.com create-embeddings: POST /v1/embeddings",
         ),
         "siliconflow-cn": _hosted(
             "SiliconFlow (China)",
@@ -1209,6 +1448,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "SILICONFLOW_CN_API_KEY",
             "S/S/U",
             "models.dev",
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.siliconflow.cn create-embeddings: POST "
+                "https://api.siliconflow.cn/v1/embeddings"
+            ),
         ),
         "chutes": _hosted(
             "Chutes",
@@ -1216,6 +1460,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "CHUTES_API_KEY",
             "C/C/U",
             "models.dev, litellm",
+            embeddings=None,
+            embeddings_source=(
+                "U: llm.chutes.ai is documented for /v1/chat/completions; embedding chutes have "
+                "their own hosts"
+            ),
         ),
         "friendli": _hosted(
             "FriendliAI (serverless)",
@@ -1224,6 +1473,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "C/C/U",
             "vercel/ai community page, litellm",
             "dedicated endpoints: https://api.friendli.ai/dedicated/v1",
+            embeddings=False,
+            embeddings_source=(
+                "D: friendli.ai/docs OpenAPI: embeddings only on dedicated endpoints "
+                "(/dedicated/v1/embeddings), none serverless"
+            ),
         ),
         "nearai": _hosted(
             "NEAR AI Cloud",
@@ -1231,6 +1485,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "NEARAI_API_KEY",
             "C/S/U",
             "models.dev, any-llm",
+            embeddings=None,
+            embeddings_source=(
+                "U: NEAR AI Cloud references document chat completions only; no embeddings route "
+                "found"
+            ),
         ),
         "clarifai": _hosted(
             "Clarifai (OpenAI endpoint)",
@@ -1238,6 +1497,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "CLARIFAI_PAT",
             "C/S/U",
             "models.dev, litellm",
+            embeddings=None,
+            embeddings_source=(
+                "U: Clarifai's OpenAI-compatible endpoint is documented for chat; embeddings not "
+                "found"
+            ),
         ),
         "upstage": _hosted(
             "Upstage (Solar)",
@@ -1245,6 +1509,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "UPSTAGE_API_KEY",
             "S/S/U",
             "litellm",
+            embeddings=True,
+            embeddings_source=(
+                "D: developers.upstage.ai/docs/apis/embeddings: POST "
+                "https://api.upstage.ai/v1/solar/embeddings"
+            ),
         ),
         "stepfun": _hosted(
             "StepFun",
@@ -1252,6 +1521,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "STEPFUN_API_KEY",
             "S/S/U",
             "models.dev",
+            embeddings=None,
+            embeddings_source=(
+                "U: platform.stepfun docs: chat completions and models; embeddings not found"
+            ),
         ),
         "volcengine-ark": _hosted(
             "Volcengine Ark (ByteDance)",
@@ -1259,6 +1532,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "VOLCENGINE_API_KEY",
             "S/S/U",
             "litellm",
+            embeddings=True,
+            embeddings_source=(
+                "C: an OpenAI-shaped /api/v3/embeddings mirror (anyfast.ai) and litellm's doubao-"
+                "embedding models; volcengine.com doubao-embedding guide"
+            ),
         ),
         "modelscope": _hosted(
             "ModelScope API-Inference",
@@ -1266,6 +1544,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "MODELSCOPE_API_KEY",
             "S/S/U",
             "models.dev",
+            embeddings=None,
+            embeddings_source=(
+                "U: ModelScope API-Inference documents OpenAI-compatible LLM chat; embeddings not "
+                "found"
+            ),
         ),
         "digitalocean": _hosted(
             "DigitalOcean Gradient inference",
@@ -1273,6 +1556,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "DIGITALOCEAN_ACCESS_TOKEN",
             "S/S/U",
             "models.dev",
+            embeddings=True,
+            embeddings_source=(
+                "D: digitalocean/openapi spec: POST /v1/embeddings on https://inference.do-ai.run"
+            ),
         ),
         "wandb": _hosted(
             "W&B Inference",
@@ -1280,6 +1567,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "WANDB_API_KEY",
             "S/S/U",
             "models.dev",
+            embeddings=False,
+            embeddings_source=(
+                "D: docs.wandb.ai inference API reference: available methods are chat completions "
+                "and list models"
+            ),
         ),
         "vultr": _hosted(
             "Vultr Serverless Inference",
@@ -1287,6 +1579,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "VULTR_API_KEY",
             "S/S/U",
             "models.dev",
+            embeddings=None,
+            embeddings_source=(
+                "U: api.vultrinference.com reference shows chat completions; /v1/embeddings not "
+                "found"
+            ),
         ),
         "sarvam": _hosted(
             "Sarvam AI",
@@ -1296,6 +1593,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "litellm providers.json, models.dev",
             "the key goes in api-subscription-key, not Bearer (single source)",
             key_header="api-subscription-key",
+            embeddings=None,
+            embeddings_source=(
+                "U: docs.sarvam.ai documents chat completions (and speech and translation APIs); "
+                "embeddings not found"
+            ),
         ),
         "poe": _hosted(
             "Poe",
@@ -1303,6 +1605,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "POE_API_KEY",
             "C/C/U",
             "models.dev, litellm",
+            embeddings=False,
+            embeddings_source=(
+                "D: creator.poe.com OpenAI compatible API: /v1/chat/completions and /v1/responses"
+            ),
         ),
         "databricks": _hosted(
             "Databricks (Mosaic AI gateway)",
@@ -1312,6 +1618,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "models.dev, any-llm",
             "base_url holds the workspace host (DATABRICKS_HOST)",
             template="https://{workspace_host}/ai-gateway/mlflow/v1",
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.databricks.com AI Gateway 'MLflow Embeddings API' at <ai-gateway-"
+                "url>/mlflow/v1"
+            ),
         ),
         "snowflake-cortex": _hosted(
             "Snowflake Cortex REST",
@@ -1321,6 +1632,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "models.dev",
             "base_url holds the account",
             template="https://{account}.snowflakecomputing.com/api/v2/cortex/v1",
+            embeddings=False,
+            embeddings_source=(
+                "D: docs.snowflake.com Cortex REST API: /api/v2/cortex/v1 serves chat; embeddings "
+                "are /api/v2/cortex/inference:embed with their own body"
+            ),
         ),
         "ai21": _hosted(
             "AI21 Studio",
@@ -1328,6 +1644,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "AI21_API_KEY",
             "S/S/U",
             "litellm",
+            embeddings=False,
+            embeddings_source=(
+                "D: docs.ai21.com embeddings-api: POST /studio/v1/embed with texts, not OpenAI's "
+                "/embeddings"
+            ),
         ),
         "ollama-cloud": _hosted(
             "Ollama Cloud",
@@ -1336,6 +1657,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "S/S/U",
             "models.dev",
             "the local Ollama has its own adapter, `ollama`",
+            embeddings=None,
+            embeddings_source=(
+                "U: whether ollama.com/v1 serves embedding models is not documented where we looked"
+                " (the local Ollama's /v1 does)"
+            ),
         ),
         "venice": _hosted(
             "Venice.ai",
@@ -1344,6 +1670,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "S/U/U",
             "models.dev, litellm",
             "litellm names the key VENICE_AI_API_KEY",
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.venice.ai embeddings/generate: POST "
+                "https://api.venice.ai/api/v1/embeddings"
+            ),
         ),
         "xiaomi-mimo": _hosted(
             "Xiaomi MiMo",
@@ -1352,6 +1683,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "C/U/U",
             "models.dev, litellm",
             "litellm names the key XIAOMI_MIMO_API_KEY",
+            embeddings=None,
+            embeddings_source=(
+                "U: platform.xiaomimimo.com OpenAI API page: chat completions; embeddings not found"
+            ),
         ),
         "synthetic": _hosted(
             "Synthetic",
@@ -1359,6 +1694,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "SYNTHETIC_API_KEY",
             "C/C/U",
             "models.dev, litellm",
+            embeddings=True,
+            embeddings_source=(
+                "D: dev.synthetic.new/docs/openai/embeddings: POST "
+                "https://api.synthetic.new/openai/v1/embeddings"
+            ),
         ),
         "nano-gpt": _hosted(
             "NanoGPT",
@@ -1367,6 +1707,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "C/U/U",
             "litellm, models.dev",
             "models.dev names the key NANO_GPT_API_KEY",
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.nano-gpt.com/api-reference/embeddings: POST https://nano-"
+                "gpt.com/api/v1/embeddings"
+            ),
         ),
         "qiniu": _hosted(
             "Qiniu AI",
@@ -1374,6 +1719,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "QINIU_API_KEY",
             "C/C/U",
             "models.dev, litellm",
+            embeddings=False,
+            embeddings_source=(
+                "D: developer.qiniu.com AI inference API list: /v1/models, /v1/chat/completions, "
+                "/v1/voice/asr, /v1/voice/tts"
+            ),
         ),
         "edenai": _hosted(
             "Eden AI",
@@ -1381,6 +1731,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "EDENAI_API_KEY",
             "S/S/U",
             "any-llm",
+            embeddings=True,
+            embeddings_source=(
+                "D: edenai.co docs create-embeddings: POST https://api.edenai.run/v3/embeddings"
+            ),
         ),
         # --- local engines (no provider key variable: a local port never gets one) --
         "localai": _local(
@@ -1389,6 +1743,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "C/-/U",
             "localai.io/docs (port 8080); promptfoo, llamaindex (the /v1 path)",
             "a key is optional",
+            embeddings=True,
+            embeddings_source=(
+                "D: localai.io/features/embeddings (OpenAI embeddings API; models with embeddings: "
+                "true)"
+            ),
         ),
         "jan": _local(
             "Jan local API server",
@@ -1398,6 +1757,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "a key is required: the string set in Jan's Local API Server settings; built on "
             "llama.cpp (its quirks unverified here)",
             key_required=True,
+            embeddings=None,
+            embeddings_source=(
+                "U: Jan's published openapi.json has no embeddings path; a generated mirror of its "
+                "docs lists one"
+            ),
         ),
         "llamafile": _local(
             "llamafile",
@@ -1409,6 +1773,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             dialect="llama.cpp",
             base=_LlamaCppServer,
             **_LLAMA_CPP,
+            embeddings=None,
+            embeddings_source=(
+                "U: llamafile is used with --embedding through llama.cpp's native /embedding "
+                "(TabbyML docs); /v1/embeddings unconfirmed"
+            ),
         ),
         "koboldcpp": _local(
             "KoboldCpp",
@@ -1417,6 +1786,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "LostRuins/koboldcpp koboldcpp.py (2024-10 snapshot)",
             "in that snapshot whole responses carried a constant placeholder usage "
             "(100/100/200): later releases unverified; tools emulated through a grammar",
+            embeddings=None,
+            embeddings_source=(
+                "U: --embeddingsmodel loads an embedding model (a third party's docs); "
+                "/v1/embeddings not in the source snapshot this preset was built from"
+            ),
         ),
         "tgi": _local(
             "Hugging Face Text Generation Inference",
@@ -1428,6 +1802,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             aliases=("text-generation-inference",),
             structured=ModelCapabilities(json_mode=True, json_schema=True),
             structured_output="tgi_grammar",
+            embeddings=False,
+            embeddings_source=(
+                "D: TGI's router serves generation routes only; embeddings are Text Embeddings "
+                "Inference, a separate server (use the tei provider)"
+            ),
         ),
         "sglang": _local(
             "SGLang",
@@ -1436,6 +1815,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "sgl-project/sglang docs (separate_reasoning)",
             "reasoning in reasoning_content with --reasoning-parser; separate_reasoning and "
             "stream_reasoning via provider_options",
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.sglang.io openai_api_embeddings: POST /v1/embeddings with --is-embedding"
+            ),
         ),
         "text-generation-webui": _local(
             "oobabooga text-generation-webui",
@@ -1446,6 +1829,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "asked for in the prompt",
             aliases=("oobabooga",),
             structured=ModelCapabilities(json_mode=False, json_schema=False, grammar=False),
+            embeddings=True,
+            embeddings_source=(
+                "D: extensions/openai: /v1/embeddings (model chosen by OPENEDAI_EMBEDDING_MODEL; "
+                "the request's model is ignored)"
+            ),
         ),
         "tabbyapi": _local(
             "TabbyAPI (ExLlama)",
@@ -1454,12 +1842,19 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "theroyallab/tabbyAPI config_sample.yml, endpoints/OAI",
             "a key is required by default (server-generated tokens; x-api-key or Bearer)",
             key_required=True,
+            embeddings=None,
+            embeddings_source="U: embeddings not found in the sources this preset was built from",
         ),
         "lmdeploy": _local(
             "LMDeploy api_server",
             "http://127.0.0.1:23333/v1",
             "D/-/D",
             "InternLM/lmdeploy lmdeploy/serve/openai/protocol.py",
+            embeddings=False,
+            embeddings_source=(
+                "D: lmdeploy/serve/openai/api_server.py: /v1/embeddings answers 400 'Unsupported by"
+                " turbomind.'"
+            ),
         ),
         "mlx-lm": _local(
             "MLX LM server",
@@ -1467,12 +1862,20 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "D/-/D",
             "ml-explore/mlx-lm mlx_lm/server.py",
             "reasoning in `reasoning`; structured output unverified",
+            embeddings=False,
+            embeddings_source=(
+                "D: mlx_lm SERVER.md documents /v1/chat/completions, /v1/completions and /v1/models"
+            ),
         ),
         "xinference": _local(
             "Xorbits Inference",
             "http://127.0.0.1:9997/v1",
             "D/-/D",
             "xorbitsai/inference doc/source/getting_started",
+            embeddings=True,
+            embeddings_source=(
+                "D: inference.readthedocs.io embed ability: OpenAI-compatible /v1/embeddings"
+            ),
         ),
         "docker-model-runner": _local(
             "Docker Model Runner",
@@ -1480,6 +1883,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "C/-/U",
             "docs.docker.com (port); Kestra docs (the /engines/v1 path)",
             "from a container: http://model-runner.docker.internal/engines/v1",
+            embeddings=True,
+            embeddings_source=(
+                "D: docs.docker.com model-runner api-reference: OpenAI-compatible embeddings at "
+                "/engines/v1/embeddings"
+            ),
         ),
         "lemonade": _local(
             "Lemonade Server",
@@ -1487,6 +1895,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "D/-/U",
             "lemonade-sdk/lemonade README",
             "the README's Python sample uses /api/v1",
+            embeddings=True,
+            embeddings_source=(
+                "D: lemonade-server.ai OpenAI-compatible API: POST /v1/embeddings (and "
+                "/api/v1/embeddings)"
+            ),
         ),
         "cascadia": _local(
             "Cascadia",
@@ -1494,6 +1907,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "S/-/U",
             "any-llm",
             "CASCADIA_API_KEY is optional (not read: set ANYINFER_CASCADIA_API_KEY)",
+            embeddings=None,
+            embeddings_source=(
+                "U: cascadia.to describes chat inference over a mesh; no embeddings found"
+            ),
         ),
     }
 )
@@ -1531,6 +1948,8 @@ def preset_adapter(provider_id: str) -> type[OpenAICompatAdapter]:
             "profile": preset.profile,
             "preset": preset,
         }
+        if preset.embed_max_batch is not None:
+            attrs["embed_max_batch"] = preset.embed_max_batch
         cls = type(name, (preset.base,), attrs)
         _PRESET_CLASSES[(provider_id, preset)] = cls
     return cls
@@ -1539,6 +1958,69 @@ def preset_adapter(provider_id: str) -> type[OpenAICompatAdapter]:
 def preset_adapters() -> tuple[type[OpenAICompatAdapter], ...]:
     """Every preset's adapter class, in `PRESETS` order (the registry's built-ins)."""
     return tuple(preset_adapter(pid) for pid in PRESETS)
+
+
+_EMBEDDINGS_OPTION = "embeddings"
+
+
+def embeddings_refusal(cls: type[Adapter], settings: ProviderSettings) -> str | None:
+    """Why an instance of `cls` configured by `settings` does not embed, or `None` when
+    it does: the one rule the embed runner applies before anything is sent.
+
+    The class's answer is its documented fact (`cls.serves_embeddings()`; for a preset,
+    `Preset.embeddings is True`). An OpenAI-compatible instance may override it with
+    `ProviderSettings.options["embeddings"]`: `True` opts in (a preset whose route is
+    unknown, or documented absent, when your deployment does serve OpenAI's
+    `/embeddings`), `False` opts out. A preset whose fact is unknown (`None`) is
+    refused rather than sent to a route that may not exist: the refusal says so and
+    names the option.
+
+    Raises:
+        ConfigError: If `options["embeddings"]` is set to anything but `True` or
+            `False` (`None` means "the class's answer").
+    """
+    name = settings.instance_id
+    if issubclass(cls, OpenAICompatAdapter) and _EMBEDDINGS_OPTION in cls.option_keys:
+        chosen = settings.options.get(_EMBEDDINGS_OPTION)
+        if chosen is not None and type(chosen) is not bool:
+            raise ConfigError(
+                f"provider {name!r} ({cls.provider_id}): options['embeddings'] must be "
+                f"True or False, got {chosen!r}",
+                provider=name,
+            )
+        if chosen is True:
+            return None
+        if chosen is False:
+            return "embeddings are turned off for this instance (options['embeddings'] is False)"
+        preset = cls.preset
+        if preset is not None and preset.embeddings is not True:
+            return _preset_refusal(cls, preset, settings)
+    if cls.serves_embeddings():
+        return None
+    provider = cls.provider_id or settings.provider_id
+    return f"its provider ({provider}) has no embeddings support in AnyInfer"
+
+
+def _preset_refusal(
+    cls: type[OpenAICompatAdapter], preset: Preset, settings: ProviderSettings
+) -> str:
+    """The refusal of a preset whose `/embeddings` is not documented (`embeddings` is
+    `None`) or documented absent (`False`)."""
+    title = preset.title or cls.provider_id
+    opt_in = (
+        f"if yours does, opt in with ProviderSettings({settings.provider_id!r}, "
+        "options={'embeddings': True})"
+    )
+    if preset.embeddings is None:
+        return (
+            f"whether {title} serves OpenAI's POST /embeddings is unknown to AnyInfer "
+            f"({preset.embeddings_source}), so nothing is sent to a route that may not "
+            f"exist; {opt_in}"
+        )
+    return (
+        f"{title} does not serve OpenAI's POST /embeddings at this base URL "
+        f"({preset.embeddings_source}); {opt_in}"
+    )
 
 
 @dataclass(frozen=True, slots=True)

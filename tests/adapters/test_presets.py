@@ -552,11 +552,19 @@ def _quirks_cell(pid: str, preset: Preset) -> str:
     return "generic, unverified" if grade == "U" else "generic"
 
 
+def _embeddings_cell(preset: Preset) -> str:
+    fact = {True: "yes", False: "no", None: "unknown"}[preset.embeddings]
+    grade = preset.embeddings_source.partition(":")[0]
+    cap = f", at most {preset.embed_max_batch} a request" if preset.embed_max_batch else ""
+    return f"{fact} ({grade}{cap})"
+
+
 def render_presets() -> str:
     """The docs table of every preset, generated from `PRESETS`."""
     lines = [
-        "| id | service or engine | base URL | key variable | key | quirks | evidence | source |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| id | service or engine | base URL | key variable | key | embeddings | quirks "
+        "| evidence | source |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for pid, p in PRESETS.items():
         url = (
@@ -568,10 +576,14 @@ def render_presets() -> str:
         key = "required" if p.key_required else "optional"
         aliases = ", ".join(f"`{a}`" for a in p.profile.aliases)
         name = p.title + (f" (aliases {aliases})" if aliases else "")
-        cells = [f"`{pid}`", name, url, key_env, key, _quirks_cell(pid, p), p.evidence, p.source]
+        embeds = _embeddings_cell(p)
+        cells = [f"`{pid}`", name, url, key_env, key, embeds, _quirks_cell(pid, p)]
+        cells += [p.evidence, p.source]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines += ["", "Notes per preset:", ""]
     lines += [f"- `{pid}`: {p.notes}" for pid, p in PRESETS.items() if p.notes]
+    lines += ["", "Where each preset's embeddings fact comes from:", ""]
+    lines += [f"- `{pid}`: {p.embeddings_source}" for pid, p in PRESETS.items()]
     return "\n".join(lines)
 
 
