@@ -692,6 +692,13 @@ class HTTPAdapter(Adapter):
         """Headers sent on every request: auth plus `ProviderSettings.headers`."""
         return dict(self.settings.headers)
 
+    def with_bearer(self, headers: dict[str, str]) -> dict[str, str]:
+        """`headers` with `Authorization: Bearer <api key>` added when a key is set and no
+        `authorization` header (in any case) is configured; for `default_headers`."""
+        if self.settings.api_key and "authorization" not in {h.lower() for h in headers}:
+            headers["authorization"] = f"Bearer {self.settings.api_key}"
+        return headers
+
     async def aclose(self) -> None:
         """Close the HTTP client and its connections."""
         await self.http.aclose()

@@ -613,10 +613,7 @@ class BedrockAdapter(HTTPAdapter):
 
     def default_headers(self) -> dict[str, str]:
         """`Authorization: Bearer` for a Bedrock API key, and the configured headers."""
-        headers = super().default_headers()
-        if self.settings.api_key and "authorization" not in {h.lower() for h in headers}:
-            headers["authorization"] = f"Bearer {self.settings.api_key}"
-        return headers
+        return self.with_bearer(super().default_headers())
 
     # --- request -------------------------------------------------------------------
 

@@ -65,10 +65,7 @@ class JinaAdapter(HTTPAdapter):
     def default_headers(self) -> dict[str, str]:
         """Bearer auth, JSON answers (Jina asks clients to send `Accept`), and the
         configured headers."""
-        headers = {"accept": "application/json", **super().default_headers()}
-        if self.settings.api_key and "authorization" not in {h.lower() for h in headers}:
-            headers["authorization"] = f"Bearer {self.settings.api_key}"
-        return headers
+        return self.with_bearer({"accept": "application/json", **super().default_headers()})
 
     async def embed(self, request: EmbedRequest) -> EmbedReply:
         """`POST /embeddings`: one batch of texts.

@@ -81,10 +81,7 @@ class TEIAdapter(HTTPAdapter):
 
     def default_headers(self) -> dict[str, str]:
         """Bearer auth when a key is set, plus the configured headers."""
-        headers = super().default_headers()
-        if self.settings.api_key and "authorization" not in {h.lower() for h in headers}:
-            headers["authorization"] = f"Bearer {self.settings.api_key}"
-        return headers
+        return self.with_bearer(super().default_headers())
 
     def error_message(self, body: bytes) -> tuple[str, str | None]:
         """`(error, error_type)` of TEI's `{"error", "error_type"}`; other bodies (the
