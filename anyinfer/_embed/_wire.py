@@ -97,12 +97,16 @@ def _count(provider: str, got: int, sent: int) -> ProtocolError:
     )
 
 
-def _body(request: EmbedRequest, inputs_key: str, encoding: bool) -> dict[str, Any]:
+def embed_body(
+    request: EmbedRequest, inputs_key: str, encoding: bool, *, dimensions_key: str = "dimensions"
+) -> dict[str, Any]:
+    """An OpenAI-shaped embeddings body: model, inputs, `encoding_format` when
+    `encoding`, dimensions under `dimensions_key`, then the provider options."""
     body: dict[str, Any] = {"model": request.model, inputs_key: list(request.inputs)}
     if encoding:
         body["encoding_format"] = request.encoding
     if request.dimensions is not None:
-        body["dimensions"] = request.dimensions
+        body[dimensions_key] = request.dimensions
     body.update(request.provider_options)
     return body
 
@@ -151,7 +155,7 @@ async def openai_embed(
         api: The protocol's name for the warning that `input_type` was not sent, or
             `None` when `body` carries the input type.
     """
-    body = _body(request, "input", True) if body is None else body
+    body = embed_body(request, "input", True) if body is None else body
     payload = await _post_json(adapter, path, body)
     warnings = () if api is None else _no_input_type(adapter, request, api)
     return openai_shaped_reply(adapter, request, payload, warnings)
@@ -212,7 +216,7 @@ def openai_shaped_reply(
 async def ollama_embed(adapter: HTTPAdapter, request: EmbedRequest) -> EmbedReply:
     """`POST /api/embed` (Ollama)."""
     pid = adapter.instance_id
-    body = _body(request, "input", False)
+    body = embed_body(request, "input", False)
     payload = as_dict(await _post_json(adapter, "/api/embed", body), pid, "body")
     _error_in_body(adapter, payload)
     rows = as_list(payload.get("embeddings"), pid, "embeddings")

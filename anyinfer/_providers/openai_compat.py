@@ -184,6 +184,13 @@ class Quirks:
             that take no effort setting).
         key_header: The header the API key goes in: `authorization` sends
             `Bearer <key>`; any other name sends the key itself.
+        embed_encodings: The `encoding_format` values the server's `/embeddings`
+            takes, in preference order. The call's `encoding` is sent when listed, else
+            the first (the vectors are the same either way); empty sends no
+            `encoding_format`, and the server answers floats (OpenAI's default).
+        embed_dimensions_field: The request field for `embed(dimensions=...)`
+            (`output_dimension` for Mistral); empty when the server takes none, so a
+            call asking for dimensions is refused before anything is sent.
     """
 
     engine: str = "openai-compat"
@@ -206,6 +213,8 @@ class Quirks:
     drop_fields: tuple[str, ...] = ()
     retry_without_reasoning_effort: bool = False
     key_header: str = "authorization"
+    embed_encodings: tuple[str, ...] = ("base64", "float")
+    embed_dimensions_field: str = "dimensions"
 
     def with_overrides(self, overrides: Mapping[str, Any], *, provider: str = "") -> Quirks:
         """A copy with `overrides` applied, each checked against the field's type.
@@ -245,6 +254,14 @@ def _check_quirk(name: str, value: Any, default: Any, provider: str) -> Any:
     if name == "reasoning_switch":
         if value not in _REASONING_SWITCHES:
             raise bad("one of " + ", ".join(_REASONING_SWITCHES))
+        return value
+    if name == "embed_encodings":
+        if isinstance(value, str) or not all(v in ("base64", "float") for v in value):
+            raise bad("a list of 'base64' and 'float' (empty: send no encoding_format)")
+        return tuple(value)
+    if name == "embed_dimensions_field":
+        if not isinstance(value, str):
+            raise bad("a string (empty: the server takes no dimensions)")
         return value
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -450,7 +467,23 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
         reason = embeddings_refusal(type(self), self.settings)
         if reason is not None:
             raise ConfigError(f"{self.instance_id}: {reason}", provider=self.instance_id)
-        return await super().embed(request)
+        from .._embed._types import EmbedEncoding
+        from .._embed._wire import embed_body, openai_embed
+
+        quirks, path = self.quirks, self.embeddings_path or "/embeddings"
+        field = quirks.embed_dimensions_field
+        if request.dimensions is not None and not field:
+            raise ConfigError(
+                f"{self.instance_id}: its /embeddings takes no dimensions (quirk "
+                "embed_dimensions_field is empty); leave dimensions out",
+                provider=self.instance_id,
+            )
+        accepted = quirks.embed_encodings
+        if accepted and request.encoding not in accepted:
+            sent: EmbedEncoding = "float" if accepted[0] == "float" else "base64"
+            request = dataclasses.replace(request, encoding=sent)
+        body = embed_body(request, "input", bool(accepted), dimensions_key=field or "dimensions")
+        return await openai_embed(self, request, path, body=body)
 
     # --- request -------------------------------------------------------------------
 
@@ -848,6 +881,7 @@ _MISTRAL: dict[str, Any] = {
     "stream_usage": False,
     "seed_field": "random_seed",
     "tool_choice_required": "any",
+    "embed_dimensions_field": "output_dimension",
 }
 _LLAMA_CPP: dict[str, Any] = {"timings": True, "structured_output": "json_schema"}
 
@@ -1155,6 +1189,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
                 "only"
             ),
             embed_max_batch=10,
+            embed_encodings=("float",),
         ),
         "baseten": _hosted(
             "Baseten Model APIs",
@@ -1195,6 +1230,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
                 "D: scaleway.com Generative APIs: /v1/chat/completions, /v1/embeddings, /v1/models "
                 "(encoding_format and dimensions unsupported)"
             ),
+            embed_encodings=(),
+            embed_dimensions_field="",
         ),
         "ovhcloud": _hosted(
             "OVHcloud AI Endpoints",
@@ -1344,6 +1381,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
                 "at most 96 strings, encoding_format raw|base64"
             ),
             embed_max_batch=96,
+            embed_encodings=("base64",),
         ),
         "minimax": _hosted(
             "MiniMax",
@@ -2105,6 +2143,8 @@ _REQUEST_ONLY_QUIRKS = frozenset(
         "drop_fields",
         "retry_without_reasoning_effort",
         "key_header",
+        "embed_encodings",
+        "embed_dimensions_field",
     }
 )
 """Quirks that change only what a request carries (its fields, its key header), or act
