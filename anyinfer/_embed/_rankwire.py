@@ -16,14 +16,50 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ProtocolError
-from .._providers._wire import as_dict, as_list, opt_dict, opt_int
+from .._providers._wire import as_dict, as_list, opt_dict, opt_int, opt_str
 from .._types import Usage
-from ._types import RankedDocument, RerankRequest
+from ._types import RankedDocument, RerankReply, RerankRequest
+from ._wire import _post_json
 
 if TYPE_CHECKING:
     from .._adapters.base import HTTPAdapter
 
-__all__ = ["ranked_documents", "total_tokens_usage"]
+__all__ = ["ranked_documents", "ranking_reply", "rerank_body", "total_tokens_usage"]
+
+
+def rerank_body(request: RerankRequest, top_key: str = "top_n", **fixed: Any) -> dict[str, Any]:
+    """The body of a rerank request in the common shape (Cohere's, Voyage AI's, Jina
+    AI's): `{"model", "query", "documents", **fixed}`, `top_n` as `top_key` when set, and
+    `provider_options` merged in last."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "query": request.query,
+        "documents": list(request.documents),
+        **fixed,
+    }
+    if request.top_n is not None:
+        body[top_key] = request.top_n
+    body.update(request.provider_options)
+    return body
+
+
+async def ranking_reply(
+    adapter: HTTPAdapter, request: RerankRequest, path: str, body: Mapping[str, Any], where: str
+) -> RerankReply:
+    """POST `body` to `path` and read an answer `{where: [{index, relevance_score}],
+    "model"?, "usage"?: {"total_tokens"}}` (Voyage AI's `data`, Jina AI's `results`).
+
+    Raises:
+        ProtocolError: For an answer that breaks that shape (`ranked_documents`,
+            `total_tokens_usage`).
+    """
+    pid = adapter.instance_id
+    payload = as_dict(await _post_json(adapter, path, body), pid, "body")
+    return RerankReply(
+        ranked=ranked_documents(adapter, request, payload.get(where), where),
+        usage=total_tokens_usage(payload, pid),
+        model=opt_str(payload.get("model"), pid, "model"),
+    )
 
 
 def ranked_documents(

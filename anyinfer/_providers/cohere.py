@@ -99,7 +99,7 @@ import httpx
 from .._adapters.base import HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile, InputSupport
-from .._embed._rankwire import ranked_documents
+from .._embed._rankwire import ranked_documents, rerank_body
 from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
 from .._embed._wire import _post_json as post_json
 from .._embed._wire import decode_vector
@@ -273,15 +273,7 @@ class CohereAdapter(HTTPAdapter):
     async def rerank(self, request: RerankRequest) -> RerankReply:
         """`POST /v2/rerank`: one request's documents, best first."""
         pid = self.instance_id
-        body: dict[str, Any] = {
-            "model": request.model,
-            "query": request.query,
-            "documents": list(request.documents),
-        }
-        if request.top_n is not None:
-            body["top_n"] = request.top_n
-        body.update(request.provider_options)
-        payload = as_dict(await post_json(self, RERANK_PATH, body), pid, "body")
+        payload = as_dict(await post_json(self, RERANK_PATH, rerank_body(request)), pid, "body")
         ranked = ranked_documents(self, request, payload.get("results"), "results")
         meta = opt_dict(payload.get("meta"), pid, "meta") or {}
         billed = opt_dict(meta.get("billed_units"), pid, "meta.billed_units") or {}

@@ -34,11 +34,10 @@ from typing import Any, ClassVar
 
 from .._adapters.base import HTTPAdapter
 from .._adapters.profile import AdapterProfile
-from .._embed._rankwire import ranked_documents, total_tokens_usage
+from .._embed._rankwire import ranking_reply, rerank_body
 from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
-from .._embed._wire import _post_json, openai_embed
+from .._embed._wire import openai_embed
 from .._errors import ConfigError
-from ._wire import as_dict, opt_str
 
 __all__ = ["TASKS", "JinaAdapter"]
 
@@ -96,20 +95,5 @@ class JinaAdapter(HTTPAdapter):
 
     async def rerank(self, request: RerankRequest) -> RerankReply:
         """`POST /rerank`: one request's documents, best first."""
-        pid = self.instance_id
-        body: dict[str, Any] = {
-            "model": request.model,
-            "query": request.query,
-            "documents": list(request.documents),
-            "return_documents": False,
-        }
-        if request.top_n is not None:
-            body["top_n"] = request.top_n
-        body.update(request.provider_options)
-        payload = as_dict(await _post_json(self, "/rerank", body), pid, "body")
-        ranked = ranked_documents(self, request, payload.get("results"), "results")
-        return RerankReply(
-            ranked=ranked,
-            usage=total_tokens_usage(payload, pid),
-            model=opt_str(payload.get("model"), pid, "model"),
-        )
+        body = rerank_body(request, return_documents=False)
+        return await ranking_reply(self, request, "/rerank", body, "results")

@@ -39,11 +39,10 @@ from typing import Any, ClassVar
 
 from .._adapters.base import HTTPAdapter
 from .._adapters.profile import AdapterProfile
-from .._embed._rankwire import ranked_documents, total_tokens_usage
+from .._embed._rankwire import ranking_reply, rerank_body
 from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
-from .._embed._wire import _post_json, openai_embed
+from .._embed._wire import openai_embed
 from .._errors import ConfigError
-from ._wire import as_dict, opt_str
 
 __all__ = [
     "EMBED_MAX_INPUTS",
@@ -114,19 +113,5 @@ class VoyageAdapter(HTTPAdapter):
 
     async def rerank(self, request: RerankRequest) -> RerankReply:
         """`POST /rerank`: one request's documents, best first."""
-        pid = self.instance_id
-        body: dict[str, Any] = {
-            "query": request.query,
-            "documents": list(request.documents),
-            "model": request.model,
-        }
-        if request.top_n is not None:
-            body["top_k"] = request.top_n
-        body.update(request.provider_options)
-        payload = as_dict(await _post_json(self, "/rerank", body), pid, "body")
-        ranked = ranked_documents(self, request, payload.get("data"), "data")
-        return RerankReply(
-            ranked=ranked,
-            usage=total_tokens_usage(payload, pid),
-            model=opt_str(payload.get("model"), pid, "model"),
-        )
+        body = rerank_body(request, "top_k")
+        return await ranking_reply(self, request, "/rerank", body, "data")
