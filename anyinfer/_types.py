@@ -84,13 +84,38 @@ class Usage:
         Returns:
             This usage, or a copy with `total_tokens` filled in.
         """
-        if (
-            self.total_tokens is None
-            and self.input_tokens is not None
-            and self.output_tokens is not None
-        ):
-            return replace(self, total_tokens=self.input_tokens + self.output_tokens)
+        inp, out = self.input_tokens, self.output_tokens
+        if self.total_tokens is None and inp is not None and out is not None:
+            # Built directly, not with `replace()`: this runs once per attempt.
+            return Usage(
+                inp,
+                out,
+                inp + out,
+                self.cache_read_tokens,
+                self.cache_write_tokens,
+                self.reasoning_tokens,
+                self.cost_usd,
+            )
         return self
+
+    def with_cost(self, cost_usd: Decimal | None) -> Usage:
+        """This usage with `cost_usd` set (the pricing step's copy, built directly).
+
+        Args:
+            cost_usd: The cost to set.
+
+        Returns:
+            The copy.
+        """
+        return Usage(
+            self.input_tokens,
+            self.output_tokens,
+            self.total_tokens,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+            self.reasoning_tokens,
+            cost_usd,
+        )
 
     def merge(self, other: Usage) -> Usage:
         """Overlay `other`'s known fields onto this one.
@@ -111,7 +136,15 @@ class Usage:
 
     def is_empty(self) -> bool:
         """Whether no field is known."""
-        return all(getattr(self, f.name) is None for f in fields(self))
+        return (
+            self.input_tokens is None
+            and self.output_tokens is None
+            and self.total_tokens is None
+            and self.cache_read_tokens is None
+            and self.cache_write_tokens is None
+            and self.reasoning_tokens is None
+            and self.cost_usd is None
+        )
 
 
 @dataclass(frozen=True, slots=True)

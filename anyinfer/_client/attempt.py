@@ -293,7 +293,7 @@ class AttemptRunner:
             target.model,
             convention=self.targets.profile(target.provider_id).usage or UsageConvention(),
         )
-        return usage if cost is None else replace(usage, cost_usd=cost)
+        return usage if cost is None else usage.with_cost(cost)
 
 
 Step = Literal["retry", "again", "next", "redirect", "raise", "done"]
