@@ -338,11 +338,34 @@ def _summary(result: ai.Generation) -> str:
     usage = f"in {u.input_tokens if u.input_tokens is not None else '?'}"
     usage += f" / out {u.output_tokens if u.output_tokens is not None else '?'} tokens"
     bits.append(usage)
-    bits.append(f"cost ${u.cost_usd}" if u.cost_usd is not None else "cost unknown")
+    bits.append(_cost(u))
     bits.append(f"finish {result.finish_reason}")
     lines = [" · ".join(bits)]
     lines += [f"warning: {w}" for w in result.warnings]
     return "\n".join(lines)
+
+
+def _cost(usage: ai.Usage) -> str:
+    """A summary's cost: `cost $X`, or `cost unknown`."""
+    return f"cost ${usage.cost_usd}" if usage.cost_usd is not None else "cost unknown"
+
+
+def _args_or_stdin(given: tuple[str, ...], action: str, name: str) -> list[str]:
+    """The texts given as arguments, else each non-blank stdin line (one text each).
+
+    Raises:
+        click.ClickException: When there are none (`nothing to ACTION: pass NAME ...`).
+    """
+    items = list(given) or [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    if not items:
+        raise click.ClickException(f"nothing to {action}: pass {name} or lines on stdin")
+    return items
+
+
+def _echo_warnings(warnings: Sequence[str]) -> None:
+    """Each warning on stderr, one line each."""
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
 
 
 @main.command()
@@ -369,9 +392,7 @@ def embed(
     Prints one JSON array per input, in input order; dimensions, usage and cost go to
     stderr.
     """
-    inputs = list(texts) or [line.rstrip("\n") for line in sys.stdin if line.strip()]
-    if not inputs:
-        raise click.ClickException("nothing to embed: pass TEXTS or lines on stdin")
+    inputs = _args_or_stdin(texts, "embed", "TEXTS")
     with _provider_client(_target_provider(target), base_url, api_key, timeout) as (client, _):
         result = client.embed(
             inputs,
@@ -386,7 +407,7 @@ def embed(
     for vector in result.vectors:
         click.echo(json.dumps(vector.tolist()))
     u = result.usage
-    cost = f"cost ${u.cost_usd}" if u.cost_usd is not None else "cost unknown"
+    cost = _cost(u)
     tokens = u.input_tokens if u.input_tokens is not None else "?"
     click.echo(
         f"[{result.target}] · {len(result)} vectors of {result.dimensions} dimensions · "
@@ -394,8 +415,7 @@ def embed(
         f"total {result.timing.total_ms:.0f} ms",
         err=True,
     )
-    for w in result.warnings:
-        click.echo(f"warning: {w}", err=True)
+    _echo_warnings(result.warnings)
 
 
 @main.command()
@@ -423,9 +443,7 @@ def rerank(
     Prints one line per document, best first: its index among the documents, its score
     and its text, tab-separated; usage, search units and cost go to stderr.
     """
-    docs = list(documents) or [line.rstrip("\n") for line in sys.stdin if line.strip()]
-    if not docs:
-        raise click.ClickException("nothing to rerank: pass DOCUMENTS or lines on stdin")
+    docs = _args_or_stdin(documents, "rerank", "DOCUMENTS")
     with _provider_client(_target_provider(target), base_url, api_key, timeout) as (client, _):
         result = client.rerank(query, docs, target=target, top_n=top_n, batch_size=batch_size)
     if as_json:
@@ -440,11 +458,10 @@ def rerank(
         bits.append(f"{result.search_units} search unit(s)")
     if u.input_tokens is not None:
         bits.append(f"in {u.input_tokens} tokens")
-    bits.append(f"cost ${u.cost_usd}" if u.cost_usd is not None else "cost unknown")
+    bits.append(_cost(u))
     bits.append(f"total {result.timing.total_ms:.0f} ms")
     click.echo(" · ".join(bits), err=True)
-    for w in result.warnings:
-        click.echo(f"warning: {w}", err=True)
+    _echo_warnings(result.warnings)
 
 
 @_provider_command
