@@ -5,6 +5,7 @@ What lives here:
 
 - `NO_RETRY`: a retry policy that makes one attempt (the adapter alone is under test).
 - `run`: run a coroutine to completion (`asyncio.run`).
+- `cli`: run the `anyinfer` command in a subprocess (`python -m anyinfer`).
 - `sse`: build a server-sent-events body from JSON payloads (`data:` lines, optional
   `event:` lines, comments, numbering, `[DONE]`, line ends).
 - `settings` / `settings_for`: `ProviderSettings` reached through a transport, a request
@@ -23,6 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -38,6 +42,7 @@ __all__ = [
     "Caller",
     "Outcome",
     "QuietHandler",
+    "cli",
     "generate",
     "http_server",
     "local_engine_script",
@@ -57,6 +62,22 @@ NO_RETRY = ai.RetryPolicy(max_retries=0)
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run `coro` to completion on a fresh event loop and return its result."""
     return asyncio.run(coro)
+
+
+def cli(
+    *args: str, env: Mapping[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m anyinfer ARGS` (this environment plus `env`, unbuffered), feeding it
+    `stdin`; its exit status, stdout and stderr, within 60 s."""
+    return subprocess.run(
+        [sys.executable, "-m", "anyinfer", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        input=stdin,
+        timeout=60,
+        check=False,
+    )
 
 
 # --- wire bodies ---------------------------------------------------------------------------

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+from helpers import cli as run
 
 from anyinfer.fakeservers import FakeServer, Fault, Script
 from anyinfer.fakeservers.dialects._embeddings import fake_vector
@@ -15,18 +13,6 @@ from anyinfer.fakeservers.dialects._embeddings import fake_vector
 SECRET = "sk-cli-secret-key-0000111122223333"
 
 pytestmark = pytest.mark.loopback
-
-
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "anyinfer", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        input=stdin,
-        timeout=60,
-        check=False,
-    )
 
 
 def _f32(text: str, dims: int) -> list[float]:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+from helpers import cli as run
 
 from anyinfer.fakeservers import FakeServer, Fault, Script
 
@@ -16,18 +14,6 @@ QUERY = "capital of the united states"
 DOCS = ["Carson City is in Nevada.", "Washington is the capital of the United States.", "Cats."]
 
 pytestmark = pytest.mark.loopback
-
-
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "anyinfer", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        input=stdin,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_rerank_prints_index_score_and_document_best_first() -> None:

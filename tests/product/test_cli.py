@@ -11,27 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import cli as run
 
 from anyinfer.fakeservers import FakeServer, Fault, Script, ScriptUsage, Text
 from tests.fakehub import FakeHub, HubFile
 
 SECRET = "sk-cli-secret-key-0000111122223333"
 REPO = "bartowski/SmolLM2-135M-Instruct-GGUF"
-
-
-def run(
-    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "anyinfer", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        input=stdin,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.fixture
