@@ -151,6 +151,11 @@ DEFAULT_TIMEOUT_S = 10.0
 TRANSPORT_STALL_TIMEOUT_S = 0.02
 SERVER_STALL_TIMEOUT_S = 0.4
 
+SLOW_READS: tuple[int, ...] = (256,)
+"""Reads of a slow body: 256 bytes each, with `SLOW_PAUSE` before the third."""
+SLOW_PAUSE: tuple[int, float] = (2, 0.01)
+"""A slow body's pause: 10 ms before its third write, well inside every read timeout."""
+
 _DOCUMENTED_STATUSES: tuple[int, ...] = tuple(sorted(STATUS_ERRORS))
 _WORDS: tuple[str, ...] = (
     "apple",
@@ -398,7 +403,7 @@ def _cases(dialect: Dialect, *, hostile: bool) -> SearchStrategy[EmbedCase]:
     if hostile:
         kinds += ["malformed", "broken"]
     retry_afters = st.one_of(st.none(), st.just(0.0), st.integers(1, 120).map(float))
-    reads = st.one_of(st.just(()), st.sampled_from(((1,), (7,), (64, 3))))
+    reads = st.one_of(st.just(()), st.sampled_from(((1,), (7,), (64, 3), SLOW_READS)))
 
     @st.composite
     def answer(
@@ -433,7 +438,7 @@ def _cases(dialect: Dialect, *, hostile: bool) -> SearchStrategy[EmbedCase]:
             fault = Fault("disconnect", partial_bytes=draw(st.integers(0, 400)))
         elif kind in ("stall", "malformed"):
             fault = Fault(kind, at=draw(st.integers(0, 1)))  # type: ignore[arg-type]
-        return Script(embedding=shape, fault=fault, read_sizes=draw(reads))
+        return _slow(Script(embedding=shape, fault=fault, read_sizes=draw(reads)))
 
     @st.composite
     def build(draw: st.DrawFn) -> EmbedCase:
@@ -531,6 +536,7 @@ def embed_documented_cases(dialect: Dialect) -> list[tuple[str, EmbedCase]]:
         one("a stall", replace_fault(clean, Fault("stall"))),
         one("a malformed body", replace_fault(clean, Fault("malformed", at=1))),
         one("a body read byte by byte", dataclasses.replace(clean, read_sizes=(1,))),
+        one("a slow body", _slow(dataclasses.replace(clean, read_sizes=SLOW_READS))),
         one(
             "floats where base64 was asked",
             dataclasses.replace(clean, embedding=dataclasses.replace(plain, floats=True)),
@@ -549,6 +555,11 @@ def embed_documented_cases(dialect: Dialect) -> list[tuple[str, EmbedCase]]:
         ("a batch failing on both instances", EmbedCase(inputs, 2, ((dead, dead), (clean,))))
     )
     return cases
+
+
+def _slow(script: Script, reads: tuple[int, ...] = SLOW_READS) -> Script:
+    """`script`, paused mid-body (`SLOW_PAUSE`) when its reads are a slow body's."""
+    return dataclasses.replace(script, pause=SLOW_PAUSE) if script.read_sizes == reads else script
 
 
 def replace_fault(script: Script, fault: Fault) -> Script:

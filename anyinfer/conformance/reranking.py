@@ -47,6 +47,7 @@ from .embeddings import (
     TRANSPORT_STALL_TIMEOUT_S,
     _attempts_text,
     _key,
+    _slow,
     walk_batch,
 )
 
@@ -101,6 +102,8 @@ RERANK_SHORT_NAMES: dict[str, str] = {
 """Column labels of the rerank columns of the retrieval matrix."""
 
 MODEL = "fake-rerank"
+_SLOW_READS = (16,)
+"""A rerank answer's slow reads (it is short): 16 bytes each, paused before the third."""
 ROUTE_TARGETS: tuple[str, str] = (f"{PRIMARY}:{MODEL}", f"{FALLBACK}:{MODEL}")
 
 
@@ -152,7 +155,7 @@ def _cases(dialect: Dialect, *, hostile: bool, limit: int) -> SearchStrategy[Rer
     )
     kinds = ["clean", "clean", "status", "disconnect", "stall"] + (["malformed"] if hostile else [])
     retry_afters = st.one_of(st.none(), st.just(0.0), st.integers(1, 120).map(float))
-    reads = st.one_of(st.just(()), st.sampled_from(((1,), (7,))))
+    reads = st.one_of(st.just(()), st.sampled_from(((1,), (7,), _SLOW_READS)))
 
     @st.composite
     def answer(draw: st.DrawFn, n: int) -> Script:
@@ -168,7 +171,7 @@ def _cases(dialect: Dialect, *, hostile: bool, limit: int) -> SearchStrategy[Rer
             fault = Fault("disconnect", partial_bytes=draw(st.integers(0, 200)))
         elif kind in ("stall", "malformed"):
             fault = Fault(kind, at=draw(st.integers(0, 1)))  # type: ignore[arg-type]
-        return Script(fault=fault, read_sizes=draw(reads))
+        return _slow(Script(fault=fault, read_sizes=draw(reads)), _SLOW_READS)
 
     @st.composite
     def build(draw: st.DrawFn) -> RerankCase:
@@ -232,6 +235,7 @@ def rerank_documented_cases() -> list[tuple[str, RerankCase]]:
         one("a cut mid-body", Script(fault=Fault("disconnect", partial_bytes=20))),
         one("a stall", Script(fault=Fault("stall"))),
         one("a malformed body", Script(fault=Fault("malformed", at=1))),
+        one("a slow body", _slow(Script(read_sizes=_SLOW_READS), _SLOW_READS)),
         one("top_n 2", clean, top_n=2),
         one("top_n over the count", clean, top_n=9),
     ]

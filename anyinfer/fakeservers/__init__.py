@@ -18,7 +18,16 @@ the script's read sizes and broken by its fault; and a server carries the plan o
 
 from __future__ import annotations
 
-from ._plan import Action, Disconnect, Stall, Write, error_answer, plan, provider_error_at
+from ._plan import (
+    Action,
+    Disconnect,
+    Pause,
+    Stall,
+    Write,
+    error_answer,
+    plan,
+    provider_error_at,
+)
 from ._script import (
     EmbedBreak,
     EmbedShape,
@@ -80,6 +89,7 @@ __all__ = [
     "OllamaDialect",
     "OpenAIChatDialect",
     "OpenAIResponsesDialect",
+    "Pause",
     "Piece",
     "Reasoning",
     "RecordedRequest",

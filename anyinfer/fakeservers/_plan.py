@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Action",
     "Disconnect",
+    "Pause",
     "RequestKind",
     "Stall",
     "Write",
@@ -65,7 +66,14 @@ class Stall:
     """Stop sending but keep the connection open (the client's read timeout decides)."""
 
 
-Action = Write | Disconnect | Stall
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Wait this long, then carry on with the next write (a slow body)."""
+
+    seconds: float
+
+
+Action = Write | Disconnect | Stall | Pause
 """One step of a plan."""
 
 
@@ -157,6 +165,9 @@ def plan(rendered: Rendered, script: Script, dialect: Dialect | None = None) -> 
     body's bytes are cut into writes of those sizes in turn, the last size repeating,
     regardless of frame and UTF-8 character boundaries.
 
+    A pause (`script.pause`, `(write, seconds)`) puts a `Pause` before that write (the
+    last one when there are fewer), never before the first nor after the last.
+
     Args:
         rendered: The rendered response.
         script: The script it was rendered from.
@@ -166,8 +177,9 @@ def plan(rendered: Rendered, script: Script, dialect: Dialect | None = None) -> 
         The actions in order; the last one may be `Disconnect` or `Stall`.
 
     Raises:
-        ValueError: If a read size or `partial_bytes` is negative, a read size is 0,
-            or a `provider_error` is served by a dialect without an in-stream error.
+        ValueError: If a read size or `partial_bytes` is negative, a read size is 0, a
+            pause is negative, or a `provider_error` is served by a dialect without an
+            in-stream error.
     """
     chunks = [frame.data for frame in rendered.frames]
     ending: Action | None = None
@@ -201,6 +213,12 @@ def plan(rendered: Rendered, script: Script, dialect: Dialect | None = None) -> 
             raise ValueError(f"unknown fault kind {fault.kind!r}")
 
     actions: list[Action] = [Write(c) for c in _cut(chunks, script.read_sizes) if c]
+    if script.pause is not None:
+        write, seconds = script.pause
+        if seconds < 0:
+            raise ValueError(f"a pause must not be negative, got {seconds}")
+        if len(actions) > 1:
+            actions.insert(max(1, min(write, len(actions) - 1)), Pause(seconds))
     if ending is not None:
         actions.append(ending)
     return actions

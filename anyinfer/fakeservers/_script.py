@@ -194,6 +194,9 @@ class Script:
             whitespace). Only dialects that stream server-sent events apply it.
         embedding: How an embedding request's answer is shaped (`EmbedShape`); `None`
             answers the fake's plain shape. Generation requests ignore it.
+        pause: `(write, seconds)`: wait `seconds` before network write number `write`
+            (a slow body; shorter than the read timeout, the response must still be read
+            whole). `None` sends without pausing.
     """
 
     pieces: tuple[Piece, ...] = ()
@@ -208,6 +211,7 @@ class Script:
     line_ending: LineEnding = "lf"
     multiline_data: bool = False
     embedding: EmbedShape | None = None
+    pause: tuple[int, float] | None = None
 
     @property
     def text(self) -> str:

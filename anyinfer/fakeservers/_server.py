@@ -23,7 +23,7 @@ from types import TracebackType
 import httpx
 
 from ._bomb import bomb_rendered
-from ._plan import Action, Disconnect, Stall, Write, answer, plan, request_kind
+from ._plan import Action, Disconnect, Pause, Stall, Write, answer, plan, request_kind
 from ._script import Fault, Rendered
 from ._source import RecordedRequest, Scripts, ScriptSource, parse_json_body
 from .dialects import Dialect, resolve_dialect
@@ -391,6 +391,8 @@ class FakeServer:
                 writer.write(b"%x\r\n%b\r\n" % (len(action.data), action.data))
                 await writer.drain()
                 await asyncio.sleep(self.write_delay)
+            elif isinstance(action, Pause):
+                await asyncio.sleep(action.seconds)
             elif isinstance(action, Disconnect):
                 await _flush(writer)
                 writer.transport.abort()  # no terminating chunk: the body is incomplete

@@ -10,7 +10,7 @@ import anyio.lowlevel
 import httpx
 
 from ._bomb import bomb_rendered
-from ._plan import Action, Disconnect, Stall, Write, answer, plan, request_kind
+from ._plan import Action, Disconnect, Pause, Stall, Write, answer, plan, request_kind
 from ._source import RecordedRequest, Scripts, ScriptSource, parse_json_body
 from .dialects import Dialect, resolve_dialect
 
@@ -137,6 +137,10 @@ class _PlannedStream(httpx.AsyncByteStream):
             raise StopAsyncIteration
         action = self._actions[self._next]
         self._next += 1
+        while isinstance(action, Pause):  # never last: a write follows
+            await anyio.sleep(action.seconds)
+            action = self._actions[self._next]
+            self._next += 1
         if isinstance(action, Write):
             if self._next >= len(self._actions):
                 self._done = True  # the last bytes are handed over now

@@ -444,3 +444,36 @@ def test_the_guides_third_party_embedding_dialect_passes_the_embedding_checks() 
     harness.check_property(realistic_embed_cases(harness.dialect), max_examples=8)
     harness.check_property(hostile_embed_cases(harness.dialect), max_examples=8)
     harness.check_property(realistic_embed_cases(harness.dialect), max_examples=2, via="server")
+
+
+@pytest.mark.parametrize("loopback", [False, pytest.param(True, marks=pytest.mark.loopback)])
+def test_a_slow_body_pauses_mid_body_and_is_read_whole(loopback: bool) -> None:
+    import contextlib
+    import dataclasses
+    import time
+
+    from anyinfer.fakeservers import FakeServer, FakeTransport, Pause, plan
+
+    dialect = get_dialect("openai-chat")
+    shape = EmbedShape(native_dimensions=64)
+    script = Script(embedding=shape, read_sizes=(256,), pause=(2, 0.05))
+    body = {"model": "m", "input": INPUTS, "encoding_format": "float"}
+    rendered = dialect.render_embedding_answer("/v1/embeddings", body, shape)
+    actions = plan(rendered, script, dialect)
+    assert isinstance(actions[2], Pause) and actions[2].seconds == 0.05
+    assert sum(isinstance(a, Pause) for a in actions) == 1
+    with pytest.raises(ValueError, match="negative"):
+        plan(rendered, dataclasses.replace(script, pause=(2, -1.0)), dialect)
+    with FakeServer("openai-chat", [script]) if loopback else contextlib.nullcontext() as server:
+        where: dict[str, Any] = (
+            {"base_url": server.base_url}
+            if server is not None
+            else {"transport": FakeTransport("openai-chat", [script])}
+        )
+        settings_ = ai.ProviderSettings("openai", api_key="sk-test", **where)
+        with ai.Client([settings_]) as client:
+            start = time.monotonic()
+            result = client.embed(INPUTS, target="openai:m", encoding="float")
+            elapsed = time.monotonic() - start
+    assert elapsed >= 0.05
+    assert result.vectors == tuple(array("f", fake_vector(t, 64)) for t in INPUTS)
