@@ -1,4 +1,5 @@
-"""Reading rerank answers: a list of `{index, score}` entries, best first.
+"""Rerank on the wire: the common request body, and answers that list `{index, score}`
+entries, best first.
 
 Every rerank protocol answers with entries that each name a document by its position in
 the request and give it a score (Voyage AI's `data[{index, relevance_score}]`, Jina AI's
@@ -6,14 +7,15 @@ the request and give it a score (Voyage AI's `data[{index, relevance_score}]`, J
 reads such a list once for all of them: each index must be a distinct position among the
 documents sent and each score a finite number, or the answer is a `ProtocolError`; the
 document's text is the caller's own (`RerankRequest.documents[index]`), whether or not
-the provider echoed it.
+the provider echoed it. `is_index` and `is_finite_score` are those two rules, which
+`_rerank.check_reply` applies again to every adapter's reply.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from .._errors import ProtocolError
 from .._providers._wire import as_dict, as_list, opt_dict, opt_int, opt_str
@@ -24,7 +26,24 @@ from ._wire import _post_json
 if TYPE_CHECKING:
     from .._adapters.base import HTTPAdapter
 
-__all__ = ["ranked_documents", "ranking_reply", "rerank_body", "total_tokens_usage"]
+__all__ = [
+    "is_finite_score",
+    "is_index",
+    "ranked_documents",
+    "ranking_reply",
+    "rerank_body",
+    "total_tokens_usage",
+]
+
+
+def is_index(value: object) -> TypeGuard[int]:
+    """Whether `value` is an integer, not a bool (a document's position)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_finite_score(value: object) -> TypeGuard[int | float]:
+    """Whether `value` is a finite number, not a bool (a relevance score)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def rerank_body(request: RerankRequest, top_key: str = "top_n", **fixed: Any) -> dict[str, Any]:
@@ -90,23 +109,14 @@ def ranked_documents(
     for i, item in enumerate(as_list(entries, pid, where)):
         entry = as_dict(item, pid, f"{where}[{i}]")
         index = entry.get("index")
-        if (
-            isinstance(index, bool)
-            or not isinstance(index, int)
-            or not 0 <= index < count
-            or index in seen
-        ):
+        if not is_index(index) or not 0 <= index < count or index in seen:
             raise ProtocolError(
                 f"{pid}: {where}[{i}].index is {index!r}, not a distinct position among the "
                 f"{count} document(s) sent",
                 provider=pid,
             )
         score = entry.get(score_key)
-        if (
-            isinstance(score, bool)
-            or not isinstance(score, int | float)
-            or not math.isfinite(score)
-        ):
+        if not is_finite_score(score):
             raise ProtocolError(
                 f"{pid}: {where}[{i}].{score_key} is {score!r}, not a finite number",
                 provider=pid,

@@ -25,7 +25,6 @@ where the model is billed by them (Cohere), else by input tokens.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -34,6 +33,7 @@ from .._adapters.base import refuse_unserved
 from .._client.validate import need_int
 from .._errors import ConfigError, ProtocolError
 from .._types import ResolvedTarget
+from ._rankwire import is_finite_score, is_index
 from ._route import UnaryCall, UnaryRunner, UnarySpec, adapter_class, refuse_mixed_models, strings
 from ._runner import split_batches
 from ._types import RankedDocument, Reranking, RerankReply, RerankRequest
@@ -114,7 +114,7 @@ def check_reply(reply: RerankReply, request: RerankRequest, target: ResolvedTarg
     seen: set[int] = set()
     for position, item in enumerate(reply.ranked):
         index, score = item.index, item.score
-        if isinstance(index, bool) or not isinstance(index, int):
+        if not is_index(index):
             raise ProtocolError(
                 f"{provider}: result {position} has no integer index", provider=provider
             )
@@ -125,11 +125,7 @@ def check_reply(reply: RerankReply, request: RerankRequest, target: ResolvedTarg
                 provider=provider,
             )
         seen.add(index)
-        if (
-            isinstance(score, bool)
-            or not isinstance(score, int | float)
-            or not math.isfinite(score)
-        ):
+        if not is_finite_score(score):
             raise ProtocolError(
                 f"{provider}: result {position} has score {score!r}, not a finite number",
                 provider=provider,
