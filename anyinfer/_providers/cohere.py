@@ -101,8 +101,8 @@ from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile, InputSupport
 from .._embed._rankwire import ranked_documents, rerank_body
 from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
+from .._embed._wire import _count, decode_vector
 from .._embed._wire import _post_json as post_json
-from .._embed._wire import decode_vector
 from .._errors import ConfigError, ProtocolError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ContentPart, ImageContent, Message, TextContent
@@ -258,11 +258,7 @@ class CohereAdapter(HTTPAdapter):
             )
         rows = as_list(embeddings[kind], pid, f"embeddings.{kind}")
         if len(rows) != len(request.inputs):
-            raise ProtocolError(
-                f"{pid}: the provider returned {len(rows)} embedding(s) for "
-                f"{len(request.inputs)} input(s)",
-                provider=pid,
-            )
+            raise _count(pid, len(rows), len(request.inputs))
         vectors = tuple(
             decode_vector(row, pid, f"embeddings.{kind}[{i}]") for i, row in enumerate(rows)
         )

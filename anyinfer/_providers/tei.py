@@ -42,7 +42,7 @@ from .._adapters.framing import loads_or_none
 from .._adapters.profile import AdapterProfile
 from .._embed._rankwire import ranked_documents
 from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
-from .._embed._wire import decode_vector
+from .._embed._wire import _count, decode_vector
 from .._errors import ProtocolError
 from .._types import Usage
 from ._wire import as_dict, as_list, opt_int, opt_str
@@ -127,11 +127,7 @@ class TEIAdapter(HTTPAdapter):
         payload, usage = await self._post("/embed", body)
         rows = as_list(payload, pid, "body")
         if len(rows) != len(request.inputs):
-            raise ProtocolError(
-                f"{pid}: the provider returned {len(rows)} embedding(s) for "
-                f"{len(request.inputs)} input(s)",
-                provider=pid,
-            )
+            raise _count(pid, len(rows), len(request.inputs))
         vectors = tuple(decode_vector(row, pid, f"[{i}]") for i, row in enumerate(rows))
         return EmbedReply(vectors=vectors, usage=usage)
 
