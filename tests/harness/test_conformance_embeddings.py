@@ -170,6 +170,16 @@ def test_realistic_cases_stay_inside_the_profile(case: EmbedCase) -> None:
     assert len(set(case.inputs)) == len(case.inputs)
 
 
+@settings(max_examples=40, deadline=None)
+@given(case=realistic_embed_cases(get_dialect("openai-chat")))
+def test_realistic_openai_cases_report_usage_and_answer_as_asked(case: EmbedCase) -> None:
+    for answers in case.answers:
+        for script in answers:
+            assert script.embedding is not None
+            assert script.embedding.usage and not script.embedding.floats
+            assert script.embedding.broken is None
+
+
 def test_both_worlds_split_calls_and_the_hostile_one_draws_its_shapes() -> None:
     from hypothesis import Phase
     from hypothesis import find as find_shrunk
@@ -197,6 +207,12 @@ def test_both_worlds_split_calls_and_the_hostile_one_draws_its_shapes() -> None:
         hostile,
         lambda c: any(s.fault and s.fault.kind == "malformed" for a in c.answers for s in a),
     )
+    # The hostile one leaves usage out and sends floats where base64 was asked.
+    for odd in (lambda sh: not sh.usage, lambda sh: sh.floats):
+        find(
+            hostile,
+            lambda c, odd=odd: any(s.embedding and odd(s.embedding) for a in c.answers for s in a),
+        )
 
 
 def test_the_route_walk() -> None:
