@@ -224,9 +224,12 @@ def ollama_embed_payload(
     return payload
 
 
-def read_openai_embeddings(payload: Any) -> tuple[list[list[float]], int | None] | None:
+def read_openai_embeddings(
+    payload: Any, *, tokens_key: str = "prompt_tokens"
+) -> tuple[list[list[float]], int | None] | None:
     """An OpenAI embeddings answer read back: `data[].embedding` (numbers, or base64 of
-    little-endian float32) put in order by `index`, and `usage.prompt_tokens`."""
+    little-endian float32) put in order by `index`, and `usage.prompt_tokens` (or the
+    count under `tokens_key`: Voyage AI's and Jina AI's `total_tokens`)."""
     data = payload.get("data") if isinstance(payload, dict) else None
     if not isinstance(data, list):
         return None
@@ -242,7 +245,7 @@ def read_openai_embeddings(payload: Any) -> tuple[list[list[float]], int | None]
         else:
             return None
     usage = payload.get("usage")
-    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    tokens = usage.get(tokens_key) if isinstance(usage, dict) else None
     return [placed[i] for i in sorted(placed)], tokens if isinstance(tokens, int) else None
 
 

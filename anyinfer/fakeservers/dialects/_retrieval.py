@@ -3,13 +3,16 @@
 Voyage AI, Jina AI and Hugging Face TEI have no generation endpoint: their dialects
 answer embedding requests (`is_embedding`) and rerank requests (`is_rerank`), each
 request answered whole as one JSON body, and nothing else. `RetrievalDialect` is their
-base: `is_generation` is false for every request and `render` refuses.
+base: `is_generation` is false for every request and `render` refuses. Voyage AI and
+Jina AI also share OpenAI's embeddings shapes, `POST …/rerank` and FastAPI's
+`{"detail"}` errors: `IndexedRetrievalDialect`.
 
 The fake's relevance scores are deterministic in the texts, like its vectors
 (`dialects._embeddings.fake_vector`): a document's score is the cosine of its vector
 and the query's, moved to `[0, 1]` and rounded to float32. Documents that share words
 with the query rank first, so a rerank over them behaves like a (very small) real one.
-`fake_ranking` orders documents best first (ties keep their order) and keeps `top`.
+`fake_ranking` orders documents best first (ties keep their order) and keeps `top`;
+`rerank_tokens` is the fake's token count of a rerank.
 """
 
 from __future__ import annotations
@@ -17,19 +20,27 @@ from __future__ import annotations
 import base64
 import math
 import struct
-from typing import Any
+from typing import Any, ClassVar
 
-from .._script import EmbedShape, Frame, Rendered, Script
+from .._script import EmbedShape, Fault, Frame, Rendered, Script
 from ._base import Dialect, json_bytes
-from ._embeddings import EmbeddingRows, fake_vector, float32_json
+from ._embeddings import (
+    EmbeddingRows,
+    embedding_rows,
+    fake_vector,
+    float32_json,
+    read_openai_embeddings,
+    token_count,
+)
 
 __all__ = [
+    "IndexedRetrievalDialect",
     "RetrievalDialect",
     "indexed_entries",
-    "read_indexed_entries",
     "fake_ranking",
     "fake_relevance",
     "positive_int",
+    "rerank_tokens",
     "string_list",
 ]
 
@@ -50,6 +61,12 @@ def fake_ranking(
     scored = [(i, fake_relevance(query, d)) for i, d in enumerate(documents)]
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     return scored if top is None else scored[:top]
+
+
+def rerank_tokens(query: str, documents: list[str]) -> int:
+    """The fake's token count of a rerank: the query's tokens once per document plus
+    every document's (as Voyage's FAQ counts them)."""
+    return sum(token_count(query) + token_count(d) for d in documents)
 
 
 def string_list(value: Any) -> list[str] | None:
@@ -75,29 +92,6 @@ def indexed_entries(rows: EmbeddingRows, as_base64: bool) -> list[dict[str, Any]
     return entries
 
 
-def read_indexed_entries(payload: Any) -> tuple[list[list[float]], int | None] | None:
-    """An OpenAI-shaped answer read back without an adapter: `data[].embedding` put in
-    order by `index`, and `usage.total_tokens` (Voyage AI's and Jina AI's only count)."""
-    data = payload.get("data") if isinstance(payload, dict) else None
-    if not isinstance(data, list):
-        return None
-    placed: dict[int, list[float]] = {}
-    for position, item in enumerate(data):
-        if not isinstance(item, dict):
-            return None
-        value, index = item.get("embedding"), item.get("index", position)
-        if isinstance(value, str):
-            raw = base64.b64decode(value)
-            placed[index] = list(struct.unpack(f"<{len(raw) // 4}f", raw))
-        elif isinstance(value, list):
-            placed[index] = [float(v) for v in value]
-        else:
-            return None
-    usage = payload.get("usage")
-    tokens = usage.get("total_tokens") if isinstance(usage, dict) else None
-    return [placed[i] for i in sorted(placed)], tokens if isinstance(tokens, int) else None
-
-
 def positive_int(value: Any) -> bool:
     """Whether `value` is an integer (not a bool) of at least 1."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
@@ -108,12 +102,15 @@ class RetrievalDialect(Dialect):
 
     Subclasses implement `render_error`, the embedding hooks (`is_embedding`,
     `embedding_fault`, `embedding_inputs`, `render_embedding_answer`,
-    `read_embedding_answer`) and the rerank ones (`is_rerank`, `rerank_fault`,
-    `render_rerank`); an embedding answer is the fake's `embedding_rows`, shaped by the
-    script's `EmbedShape`, in the protocol's fields.
+    `read_embedding_answer`) and the rerank ones (`rerank_fault`, `render_rerank`;
+    `is_rerank` is `POST …/rerank` unless overridden); an embedding answer is the fake's
+    `embedding_rows` (`answer_rows`), shaped by the script's `EmbedShape`, in the
+    protocol's fields.
     """
 
     content_type = "application/json"
+    dimensions_key: ClassVar[str] = "dimensions"
+    """The embedding request's field that asks for shorter vectors."""
 
     def render(self, script: Script, *, stream: bool) -> Rendered:
         """Never called: the protocol has no generation endpoint (`is_generation`).
@@ -130,6 +127,23 @@ class RetrievalDialect(Dialect):
     def malformed_body(self) -> bytes:
         """Garbage that makes a JSON answer invalid."""
         return b"{not json"
+
+    def is_rerank(self, method: str, path: str) -> bool:
+        """`POST …/rerank`."""
+        return method == "POST" and path.rstrip("/").endswith("/rerank")
+
+    def answer_rows(
+        self, request_json: Any, shape: EmbedShape | None, *, indexed: bool
+    ) -> EmbeddingRows:
+        """The fake's rows for an embedding request: its texts (`embedding_inputs`), as
+        long as a positive `dimensions_key` asks, shaped by `shape` (`embedding_rows`)."""
+        dims = request_json.get(self.dimensions_key)
+        return embedding_rows(
+            self.embedding_inputs(request_json) or [],
+            dims if positive_int(dims) else None,
+            shape,
+            indexed=indexed,
+        )
 
     def render_embeddings(self, request_json: Any) -> Rendered:
         """The plain answer (`render_embedding_answer` without a shape)."""
@@ -163,3 +177,28 @@ class RetrievalDialect(Dialect):
             (Frame(json_bytes(payload), sentinel=True),),
             malformed=self.malformed_body(),
         )
+
+
+class IndexedRetrievalDialect(RetrievalDialect):
+    """Voyage AI's and Jina AI's common ground: `POST …/embeddings` with OpenAI's `input`
+    texts, answered by indexed `data[]` entries and `usage.total_tokens`;
+    `POST …/rerank`; errors as FastAPI's `{"detail": message}` with the status."""
+
+    def render_error(self, fault: Fault) -> Rendered:
+        """`{"detail": message}` with the fault's status (and `Retry-After`)."""
+        return self.json_answer(
+            {"detail": fault.message}, status=fault.status, retry_after=fault.retry_after
+        )
+
+    def is_embedding(self, method: str, path: str) -> bool:
+        """`POST …/embeddings`."""
+        return method == "POST" and path.rstrip("/").endswith("/embeddings")
+
+    def embedding_inputs(self, request_json: Any) -> list[str] | None:
+        """The request's `input` texts."""
+        return string_list(request_json.get("input")) if isinstance(request_json, dict) else None
+
+    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
+        """`data[].embedding` in `index` order and `usage.total_tokens` (their only
+        count)."""
+        return read_openai_embeddings(payload, tokens_key="total_tokens")

@@ -24,14 +24,12 @@ from typing import Any
 
 from .._script import EmbedShape, Fault, Rendered
 from ._base import EmbeddingProfile
-from ._embeddings import embedding_rows, token_count
 from ._retrieval import (
-    RetrievalDialect,
+    IndexedRetrievalDialect,
     fake_ranking,
     indexed_entries,
     positive_int,
-    read_indexed_entries,
-    string_list,
+    rerank_tokens,
 )
 
 __all__ = ["JinaDialect"]
@@ -43,8 +41,10 @@ def _invalid(message: str) -> Fault:
     return Fault("status", status=422, message=message)
 
 
-class JinaDialect(RetrievalDialect):
-    """Jina AI's `/embeddings` and `/rerank` (see the module documentation)."""
+class JinaDialect(IndexedRetrievalDialect):
+    """Jina AI's `/embeddings` and `/rerank` (see the module documentation); the paths,
+    the `input` texts, the `{"detail"}` errors and the answer reader are
+    `IndexedRetrievalDialect`'s."""
 
     name = "jina"
     base_path = "/v1"
@@ -58,21 +58,7 @@ class JinaDialect(RetrievalDialect):
         breaks=("wrong_dimensions", "missing_entry", "duplicate_index"),
     )
 
-    def render_error(self, fault: Fault) -> Rendered:
-        """`{"detail": message}` with the fault's status (and `Retry-After`)."""
-        return self.json_answer(
-            {"detail": fault.message}, status=fault.status, retry_after=fault.retry_after
-        )
-
     # --- embeddings ------------------------------------------------------------------
-
-    def is_embedding(self, method: str, path: str) -> bool:
-        """`POST …/embeddings`."""
-        return method == "POST" and path.rstrip("/").endswith("/embeddings")
-
-    def embedding_inputs(self, request_json: Any) -> list[str] | None:
-        """The request's `input` texts."""
-        return string_list(request_json.get("input")) if isinstance(request_json, dict) else None
 
     def embedding_fault(self, request_json: Any) -> Fault | None:
         """Jina's 422 for an embeddings body its validation refuses."""
@@ -92,28 +78,14 @@ class JinaDialect(RetrievalDialect):
     ) -> Rendered:
         """Jina's embeddings list, shaped by `shape` (entries in any order, each with its
         `index`; `usage` left out when the shape reports none)."""
-        dims = request_json.get("dimensions")
-        rows = embedding_rows(
-            self.embedding_inputs(request_json) or [],
-            dims if positive_int(dims) else None,
-            shape,
-            indexed=True,
-        )
+        rows = self.answer_rows(request_json, shape, indexed=True)
         payload: dict[str, Any] = {"model": str(request_json.get("model", "")), "object": "list"}
         if rows.tokens is not None:
             payload["usage"] = {"total_tokens": rows.tokens}
         payload["data"] = indexed_entries(rows, request_json.get("embedding_type") == "base64")
         return self.json_answer(payload)
 
-    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
-        """`data[].embedding` in `index` order and `usage.total_tokens`."""
-        return read_indexed_entries(payload)
-
     # --- rerank ----------------------------------------------------------------------
-
-    def is_rerank(self, method: str, path: str) -> bool:
-        """`POST …/rerank`."""
-        return method == "POST" and path.rstrip("/").endswith("/rerank")
 
     def rerank_fault(self, request_json: Any) -> Fault | None:
         """Jina's 422 for a rerank body its validation refuses."""
@@ -140,7 +112,7 @@ class JinaDialect(RetrievalDialect):
                 entry["document"] = {"text": docs[index]}
             entry["relevance_score"] = score
             results.append(entry)
-        tokens = token_count(query) * len(docs) + sum(token_count(d) for d in docs)
+        tokens = rerank_tokens(query, docs)
         return self.json_answer(
             {
                 "model": str(request_json.get("model", "")),

@@ -26,8 +26,8 @@ from typing import Any
 
 from .._script import EmbedShape, Fault, Frame, Rendered
 from ._base import EmbeddingProfile, json_bytes
-from ._embeddings import embedding_rows, float32_json, token_count
-from ._retrieval import RetrievalDialect, fake_ranking, positive_int, string_list
+from ._embeddings import float32_json
+from ._retrieval import RetrievalDialect, fake_ranking, positive_int, rerank_tokens, string_list
 
 __all__ = ["MAX_CLIENT_BATCH_SIZE", "TEIDialect"]
 
@@ -168,13 +168,7 @@ class TEIDialect(RetrievalDialect):
     ) -> Rendered:
         """TEI's array of float arrays in input order (no index to shuffle by), shaped by
         `shape`, with `x-compute-tokens` unless the shape reports no usage."""
-        dims = request_json.get("dimensions")
-        rows = embedding_rows(
-            self.embedding_inputs(request_json) or [],
-            dims if positive_int(dims) else None,
-            shape,
-            indexed=False,
-        )
+        rows = self.answer_rows(request_json, shape, indexed=False)
         body = [[float32_json(v) for v in vec] for _index, vec in rows.entries]
         headers = () if rows.tokens is None else self._tokens(rows.tokens)
         return self.json_answer(body, headers=headers)
@@ -186,10 +180,6 @@ class TEIDialect(RetrievalDialect):
         return [[float(v) for v in r] for r in payload], None
 
     # --- rerank ----------------------------------------------------------------------
-
-    def is_rerank(self, method: str, path: str) -> bool:
-        """`POST /rerank`."""
-        return method == "POST" and path.rstrip("/").endswith("/rerank")
 
     def rerank_fault(self, request_json: Any) -> Fault | None:
         """TEI's error for a `/rerank` body it refuses."""
@@ -213,5 +203,5 @@ class TEIDialect(RetrievalDialect):
                 entry["text"] = texts[index]
             entry["score"] = score
             ranks.append(entry)
-        tokens = sum(token_count(query) + token_count(t) for t in texts)
+        tokens = rerank_tokens(query, texts)
         return self.json_answer(ranks, headers=self._tokens(tokens))

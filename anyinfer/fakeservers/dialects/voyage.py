@@ -27,14 +27,12 @@ from typing import Any
 
 from .._script import EmbedShape, Fault, Rendered
 from ._base import EmbeddingProfile
-from ._embeddings import embedding_rows, token_count
 from ._retrieval import (
-    RetrievalDialect,
+    IndexedRetrievalDialect,
     fake_ranking,
     indexed_entries,
     positive_int,
-    read_indexed_entries,
-    string_list,
+    rerank_tokens,
 )
 
 __all__ = ["VoyageDialect"]
@@ -49,11 +47,14 @@ def _bad(message: str) -> Fault:
     return Fault("status", status=400, message=message)
 
 
-class VoyageDialect(RetrievalDialect):
-    """Voyage AI's `/embeddings` and `/rerank` (see the module documentation)."""
+class VoyageDialect(IndexedRetrievalDialect):
+    """Voyage AI's `/embeddings` and `/rerank` (see the module documentation); the paths,
+    the `input` texts, the `{"detail"}` errors and the answer reader are
+    `IndexedRetrievalDialect`'s."""
 
     name = "voyage"
     base_path = "/v1"
+    dimensions_key = "output_dimension"
     embedding = EmbeddingProfile(
         # Every `data[]` entry carries its `index`; `usage.total_tokens` is on every
         # recorded answer; `encoding_format: "base64"` (the SDK's default) or floats.
@@ -64,21 +65,7 @@ class VoyageDialect(RetrievalDialect):
         breaks=("wrong_dimensions", "missing_entry", "duplicate_index"),
     )
 
-    def render_error(self, fault: Fault) -> Rendered:
-        """`{"detail": message}` with the fault's status (and `Retry-After`)."""
-        return self.json_answer(
-            {"detail": fault.message}, status=fault.status, retry_after=fault.retry_after
-        )
-
     # --- embeddings ------------------------------------------------------------------
-
-    def is_embedding(self, method: str, path: str) -> bool:
-        """`POST …/embeddings`."""
-        return method == "POST" and path.rstrip("/").endswith("/embeddings")
-
-    def embedding_inputs(self, request_json: Any) -> list[str] | None:
-        """The request's `input` texts."""
-        return string_list(request_json.get("input")) if isinstance(request_json, dict) else None
 
     def embedding_fault(self, request_json: Any) -> Fault | None:
         """Voyage's 400 for an embeddings body it refuses (see the module docs)."""
@@ -104,13 +91,7 @@ class VoyageDialect(RetrievalDialect):
     ) -> Rendered:
         """Voyage's embeddings list, shaped by `shape` (entries in any order, each with
         its `index`; `usage` left out when the shape reports none)."""
-        dims = request_json.get("output_dimension")
-        rows = embedding_rows(
-            self.embedding_inputs(request_json) or [],
-            dims if positive_int(dims) else None,
-            shape,
-            indexed=True,
-        )
+        rows = self.answer_rows(request_json, shape, indexed=True)
         payload: dict[str, Any] = {
             "object": "list",
             "data": indexed_entries(rows, request_json.get("encoding_format") == "base64"),
@@ -120,15 +101,7 @@ class VoyageDialect(RetrievalDialect):
             payload["usage"] = {"total_tokens": rows.tokens}
         return self.json_answer(payload)
 
-    def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
-        """`data[].embedding` in `index` order and `usage.total_tokens`."""
-        return read_indexed_entries(payload)
-
     # --- rerank ----------------------------------------------------------------------
-
-    def is_rerank(self, method: str, path: str) -> bool:
-        """`POST …/rerank`."""
-        return method == "POST" and path.rstrip("/").endswith("/rerank")
 
     def rerank_fault(self, request_json: Any) -> Fault | None:
         """Voyage's 400 for a rerank body it refuses (see the module docs)."""
@@ -155,7 +128,7 @@ class VoyageDialect(RetrievalDialect):
             if back:
                 entry["document"] = docs[index]
             data.append(entry)
-        tokens = token_count(query) * len(docs) + sum(token_count(d) for d in docs)
+        tokens = rerank_tokens(query, docs)
         return self.json_answer(
             {
                 "object": "list",
