@@ -6,6 +6,8 @@ What lives here:
 - `NO_RETRY`: a retry policy that makes one attempt (the adapter alone is under test).
 - `run`: run a coroutine to completion (`asyncio.run`).
 - `cli`: run the `anyinfer` command in a subprocess (`python -m anyinfer`).
+- `f32` / `last_error` / `embed_errors`: embedding tests' float32 vectors, the error of
+  a failed call's last attempt, and the errors of failing `embed()` calls in turn.
 - `sse`: build a server-sent-events body from JSON payloads (`data:` lines, optional
   `event:` lines, comments, numbering, `[DONE]`, line ends).
 - `settings` / `settings_for`: `ProviderSettings` reached through a transport, a request
@@ -28,12 +30,14 @@ import os
 import subprocess
 import sys
 import threading
+from array import array
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple, TypeVar
 
 import httpx
+import pytest
 
 import anyinfer as ai
 
@@ -43,8 +47,11 @@ __all__ = [
     "Outcome",
     "QuietHandler",
     "cli",
+    "embed_errors",
+    "f32",
     "generate",
     "http_server",
+    "last_error",
     "local_engine_script",
     "run",
     "settings",
@@ -78,6 +85,35 @@ def cli(
         timeout=60,
         check=False,
     )
+
+
+# --- embeddings ----------------------------------------------------------------------------
+
+
+def f32(values: list[float]) -> array[float]:
+    """`values` as float32, the precision of every vector `embed()` returns."""
+    return array("f", values)
+
+
+def last_error(exc: ai.AllTargetsFailedError) -> ai.ErrorInfo:
+    """The error of the failed call's last attempt (asserted to be there)."""
+    error = exc.attempts[-1].error
+    assert error is not None
+    return error
+
+
+def embed_errors(
+    settings: ai.ProviderSettings, count: int, inputs: list[str], route: ai.Route, **kw: Any
+) -> list[ai.ErrorInfo]:
+    """The last attempt's error of each of `count` `embed()` calls that must fail, a
+    client each, so that no breaker opens between them."""
+    found = []
+    for _ in range(count):
+        with ai.Client([settings]) as client:
+            with pytest.raises(ai.AllTargetsFailedError) as info:
+                client.embed(inputs, route=route, **kw)
+        found.append(last_error(info.value))
+    return found
 
 
 # --- wire bodies ---------------------------------------------------------------------------

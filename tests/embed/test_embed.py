@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import f32
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,10 +30,6 @@ from anyinfer.fakeservers.dialects._embeddings import fake_vector, token_count
 FAST = ai.RetryPolicy(max_retries=2, backoff_base_s=0.001, jitter=0.0)
 MODEL = "text-embedding-3-small"
 TEXTS = [f"document number {i} about {'cats' if i % 2 else 'dogs'}" for i in range(10)]
-
-
-def f32(values: list[float]) -> array[float]:
-    return array("f", values)
 
 
 def openai(base_url: str, alias: str | None = None) -> ai.ProviderSettings:

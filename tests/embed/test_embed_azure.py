@@ -7,11 +7,11 @@ client, served by the same fake, is the oracle for the route, the query and the 
 
 from __future__ import annotations
 
-from array import array
 from typing import Any
 
 import httpx
 import pytest
+from helpers import NO_RETRY, embed_errors, f32
 
 import anyinfer as ai
 from anyinfer.fakeservers import FakeServer, FakeTransport, Fault, Script
@@ -20,11 +20,6 @@ from anyinfer.fakeservers.dialects._embeddings import fake_vector, token_count
 DEPLOYMENT = "my-embedding-deployment"
 TARGET = f"azure-foundry:{DEPLOYMENT}"
 TEXTS = ["first document about rivers", "second about mountains", "third"]
-NO_RETRY = ai.RetryPolicy(max_retries=0)
-
-
-def f32(values: list[float]) -> array[float]:
-    return array("f", values)
 
 
 def azure(base_url: str | None = None, **kwargs: Any) -> ai.ProviderSettings:
@@ -135,16 +130,12 @@ def test_errors_are_typed_from_azure_envelopes() -> None:
         Script(fault=Fault("status", status=500, message="internal")),
         Script(fault=Fault("malformed")),
     ]
-    found = []
     with FakeServer("azure-openai", scripts) as srv:
-        for _ in scripts:  # a client each, so that no breaker opens between them
-            with ai.Client([azure(srv.base_url)]) as client:
-                with pytest.raises(ai.AllTargetsFailedError) as info:
-                    client.embed(["a"], route=ai.Route(TARGET, retry=NO_RETRY))
-            error = info.value.attempts[-1].error
-            assert error is not None
-            found.append((error.type_name, error.http_status, error.retry_after))
+        errors = embed_errors(
+            azure(srv.base_url), len(scripts), ["a"], ai.Route(TARGET, retry=NO_RETRY)
+        )
         srv.assert_all_used()
+    found = [(error.type_name, error.http_status, error.retry_after) for error in errors]
     assert found == [
         ("AuthenticationError", 401, None),
         ("RateLimitError", 429, 1.5),

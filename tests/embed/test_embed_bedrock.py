@@ -9,12 +9,12 @@ many-request cases over `FakeTransport`.
 from __future__ import annotations
 
 import datetime
-from array import array
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from helpers import NO_RETRY, embed_errors, f32, last_error
 
 import anyinfer as ai
 from anyinfer.fakeservers import FakeServer, FakeTransport, Fault, Script
@@ -25,7 +25,6 @@ pytest.importorskip("botocore")
 TITAN = "amazon.titan-embed-text-v2:0"
 COHERE_V3 = "cohere.embed-english-v3"
 COHERE_V4 = "cohere.embed-v4:0"
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 TEXTS = ["rivers run to the sea", "mountains stand tall", "a short one"]
 
 
@@ -48,20 +47,10 @@ def no_aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
-def f32(values: list[float]) -> array[float]:
-    return array("f", values)
-
-
 def bedrock(base_url: str | None = None, **kwargs: Any) -> ai.ProviderSettings:
     kwargs.setdefault("api_key", "bedrock-api-key")
     options = {"region": "us-east-1", **kwargs.pop("options", {})}
     return ai.ProviderSettings("bedrock", base_url=base_url, options=options, **kwargs)
-
-
-def last_error(exc: ai.AllTargetsFailedError) -> ai.ErrorInfo:
-    error = exc.attempts[-1].error
-    assert error is not None
-    return error
 
 
 class Seen:
@@ -226,19 +215,13 @@ def test_errors_are_typed() -> None:
         Script(fault=Fault("status", status=500, message="internal")),
         Script(fault=Fault("malformed")),
     ]
-    found = []
     with FakeServer("bedrock-converse", scripts) as srv:
-        for _ in scripts:  # a client each, so that no breaker opens between them
-            with ai.Client([bedrock(srv.base_url)]) as client:
-                with pytest.raises(ai.AllTargetsFailedError) as info:
-                    client.embed(
-                        ["a", "b"],
-                        route=ai.Route(f"bedrock:{COHERE_V3}", retry=NO_RETRY),
-                        input_type="query",
-                    )
-            error = last_error(info.value)
-            found.append((error.type_name, error.http_status))
+        route = ai.Route(f"bedrock:{COHERE_V3}", retry=NO_RETRY)
+        errors = embed_errors(
+            bedrock(srv.base_url), len(scripts), ["a", "b"], route, input_type="query"
+        )
         srv.assert_all_used()
+    found = [(error.type_name, error.http_status) for error in errors]
     assert found == [
         ("AuthenticationError", 403),
         ("RateLimitError", 429),

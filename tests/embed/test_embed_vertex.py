@@ -9,35 +9,24 @@ fake, is the oracle for the bodies and the answers' reading.
 
 from __future__ import annotations
 
-from array import array
 from typing import Any
 
 import httpx
 import pytest
+from helpers import NO_RETRY, embed_errors, f32, last_error
 
 import anyinfer as ai
 from anyinfer.fakeservers import FakeServer, FakeTransport, Fault, Script
 from anyinfer.fakeservers.dialects._embeddings import fake_vector, token_count
 
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 TEXTS = ["rivers run to the sea", "mountains stand tall", "a short one"]
 ROOT = "/v1/projects/anyinfer-conformance/locations/us-central1/publishers/google/models"
-
-
-def f32(values: list[float]) -> array[float]:
-    return array("f", values)
 
 
 def vertex(base_url: str | None = None, **kwargs: Any) -> ai.ProviderSettings:
     options = {"access_token": "ya29.test", "project": "anyinfer-conformance"}
     options["location"] = "us-central1"
     return ai.ProviderSettings("vertex-gemini", base_url=base_url, options=options, **kwargs)
-
-
-def last_error(exc: ai.AllTargetsFailedError) -> ai.ErrorInfo:
-    error = exc.attempts[-1].error
-    assert error is not None
-    return error
 
 
 @pytest.mark.loopback
@@ -108,17 +97,11 @@ def test_errors_and_refusals_are_typed() -> None:
         Script(fault=Fault("status", status=503, message="unavailable")),
         Script(fault=Fault("malformed")),
     ]
-    found = []
     with FakeServer("vertex-gemini", scripts) as srv:
-        for _ in scripts:  # a client each, so that no breaker opens between them
-            with ai.Client([vertex(srv.base_url)]) as client:
-                with pytest.raises(ai.AllTargetsFailedError) as info:
-                    client.embed(
-                        ["a"], route=ai.Route("vertex-gemini:text-embedding-005", retry=NO_RETRY)
-                    )
-            error = last_error(info.value)
-            found.append((error.type_name, error.http_status))
+        route = ai.Route("vertex-gemini:text-embedding-005", retry=NO_RETRY)
+        errors = embed_errors(vertex(srv.base_url), len(scripts), ["a"], route)
         srv.assert_all_used()
+    found = [(error.type_name, error.http_status) for error in errors]
     with (
         FakeServer("vertex-gemini", lambda request: Script()) as srv,
         httpx.Client(base_url=srv.base_url) as http,

@@ -14,6 +14,7 @@ from array import array
 
 import httpx
 import pytest
+from helpers import NO_RETRY
 
 import anyinfer as ai
 from anyinfer._providers.jina import TASKS, JinaAdapter
@@ -22,7 +23,6 @@ from anyinfer.fakeservers.dialects._embeddings import fake_vector
 
 MODEL = "jina-embeddings-fake"
 """A model the catalog does not know (see `test_retrieval_providers.py`)."""
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 
 
 def jina(base_url: str) -> ai.ProviderSettings:

@@ -9,12 +9,12 @@ import asyncio
 import base64
 import json
 import struct
-from array import array
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
+from helpers import f32
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,10 +39,6 @@ QUERY = "what is the capital of the united states"
 
 def cohere(base_url: str | None = None, alias: str | None = None, **kw: Any) -> ai.ProviderSettings:
     return ai.ProviderSettings("cohere", api_key="co-test", base_url=base_url, alias=alias, **kw)
-
-
-def f32(values: list[float]) -> array[float]:
-    return array("f", values)
 
 
 def last_error(exc: ai.AnyInferError) -> str:

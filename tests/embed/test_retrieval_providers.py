@@ -10,18 +10,17 @@ batches, sum usage, type every failure (4xx, 5xx, a malformed body: always an
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from helpers import NO_RETRY, f32
 
 import anyinfer as ai
 from anyinfer.fakeservers import FakeServer, Fault, Script
 from anyinfer.fakeservers.dialects._embeddings import fake_vector, token_count
 from anyinfer.fakeservers.dialects._retrieval import fake_ranking
 
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 FAST = ai.RetryPolicy(max_retries=2, backoff_base_s=0.001, jitter=0.0)
 TEXTS = [f"note {i} on {'cats and mats' if i % 3 else 'dogs in fog'}" for i in range(11)]
 QUERY = "where do the cats sleep"
@@ -55,10 +54,6 @@ PROVIDERS = [
 """Models the catalog does not know, so the fake's own dimensions (256, or any asked
 for) are not held to a real model's."""
 IDS = [p.pid for p in PROVIDERS]
-
-
-def f32(values: list[float]) -> array[float]:
-    return array("f", values)
 
 
 @pytest.mark.loopback

@@ -14,6 +14,7 @@ from array import array
 
 import httpx
 import pytest
+from helpers import NO_RETRY
 
 import anyinfer as ai
 from anyinfer._providers.tei import DEFAULT_MAX_CLIENT_BATCH_SIZE, TEIAdapter
@@ -23,7 +24,6 @@ from anyinfer.fakeservers.dialects._retrieval import fake_ranking
 
 MODEL = "fake/bge-small"
 """A model the catalog does not know (see `test_retrieval_providers.py`)."""
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 
 
 def tei(base_url: str, **kw: object) -> ai.ProviderSettings:

@@ -17,6 +17,7 @@ from array import array
 
 import httpx
 import pytest
+from helpers import NO_RETRY
 
 import anyinfer as ai
 from anyinfer._providers.voyage import EMBED_MAX_INPUTS, RERANK_MAX_DOCUMENTS, VoyageAdapter
@@ -26,7 +27,6 @@ from anyinfer.fakeservers.dialects._embeddings import fake_vector, token_count
 MODEL = "voyage-fake"
 """A model the catalog does not know, so the fake's own dimensions (256, or any asked
 for) are not held to a real model's."""
-NO_RETRY = ai.RetryPolicy(max_retries=0)
 
 
 def voyage(base_url: str) -> ai.ProviderSettings:
