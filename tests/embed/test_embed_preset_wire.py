@@ -99,5 +99,5 @@ def test_openai_compat_keeps_the_call_s_encoding_and_dimensions() -> None:
 def test_the_quirks_can_be_set_per_instance_and_bad_values_are_refused() -> None:
     _result, seen = _embed("openai-compat", options={"quirks": {"embed_encodings": ["float"]}})
     assert seen[0]["encoding_format"] == "float"
-    with pytest.raises(ai.AnyInferError, match="quirk .embed_encodings. must be"):
+    with pytest.raises(ai.AnyInferError, match=r"quirk 'embed_encodings' must be"):
         _embed("openai-compat", options={"quirks": {"embed_encodings": ["int8"]}})
