@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import NO_RETRY, embed_errors, f32
+from helpers import NO_RETRY, embed_errors, f32, last_error
 
 import anyinfer as ai
 from anyinfer.fakeservers import FakeServer, FakeTransport, Fault, Script
@@ -157,8 +157,8 @@ def test_the_fake_refuses_an_empty_input_in_azures_envelope() -> None:
                 params={"api-version": "2024-10-21"},
                 json={"input": [""]},
             )
-    error = info.value.attempts[-1].error
-    assert error is not None and error.http_status == 400
+    error = last_error(info.value)
+    assert error.http_status == 400
     assert answer.status_code == 400 and set(answer.json()) == {"error"}
     assert {"code", "message"} <= set(answer.json()["error"])
 

@@ -14,7 +14,7 @@ from array import array
 
 import httpx
 import pytest
-from helpers import NO_RETRY
+from helpers import NO_RETRY, last_error
 
 import anyinfer as ai
 from anyinfer._providers.jina import TASKS, JinaAdapter
@@ -94,8 +94,8 @@ def test_packed_bit_embedding_types_are_refused_before_dispatch() -> None:
                 route=ai.Route(f"jina:{MODEL}", retry=NO_RETRY),
                 provider_options={"jina": {"embedding_type": "binary"}},
             )
-    error = info.value.attempts[-1].error
-    assert error is not None and error.type_name == "ConfigError"
+    error = last_error(info.value)
+    assert error.type_name == "ConfigError"
     assert "'binary' is not a float encoding" in error.detail
     assert sent == []
 
@@ -110,8 +110,8 @@ def test_a_validation_422_is_an_invalid_request_with_its_detail() -> None:
                     route=ai.Route(f"jina:{MODEL}", retry=NO_RETRY),
                     provider_options={"jina": {"dimensions": 0}},
                 )
-    error = info.value.attempts[-1].error
-    assert error is not None and error.type_name == "ProviderError"
+    error = last_error(info.value)
+    assert error.type_name == "ProviderError"
     assert error.http_status == 422 and "dimensions must be a positive integer" in error.detail
 
 
@@ -122,8 +122,8 @@ def test_a_401_detail_is_the_message() -> None:
         with ai.Client([jina(srv.base_url)]) as client:
             with pytest.raises(ai.AllTargetsFailedError) as info:
                 client.rerank("q", ["d"], route=ai.Route("jina:jina-reranker-fake", retry=NO_RETRY))
-    error = info.value.attempts[-1].error
-    assert error is not None and error.type_name == "AuthenticationError"
+    error = last_error(info.value)
+    assert error.type_name == "AuthenticationError"
     assert error.detail.endswith("Failed to authenticate with the provided api key.")
 
 
@@ -185,6 +185,6 @@ def test_a_ranking_without_usage_has_unknown_usage_and_a_bad_score_is_typed() ->
         for wrong in ("relevance_score is 'high'", "index is 3"):
             with pytest.raises(ai.AllTargetsFailedError) as info:
                 client.rerank("q", ["a"], route=route)
-            error = info.value.attempts[-1].error
-            assert error is not None and error.type_name == "ProtocolError"
+            error = last_error(info.value)
+            assert error.type_name == "ProtocolError"
             assert wrong in error.detail

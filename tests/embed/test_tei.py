@@ -14,7 +14,7 @@ from array import array
 
 import httpx
 import pytest
-from helpers import NO_RETRY
+from helpers import NO_RETRY, last_error
 
 import anyinfer as ai
 from anyinfer._providers.tei import DEFAULT_MAX_CLIENT_BATCH_SIZE, TEIAdapter
@@ -88,8 +88,8 @@ def test_an_answer_without_the_token_header_has_unknown_usage_and_a_bad_one_is_t
         assert client.embed("a", target=f"tei:{MODEL}").usage.input_tokens is None
         with pytest.raises(ai.AllTargetsFailedError) as info:
             client.embed("a", route=route())
-    error = info.value.attempts[-1].error
-    assert error is not None and error.type_name == "ProtocolError"
+    error = last_error(info.value)
+    assert error.type_name == "ProtocolError"
     assert "x-compute-tokens" in error.detail
 
 
@@ -164,8 +164,8 @@ def test_a_batch_over_the_servers_limit_is_its_422_in_its_words() -> None:
                 client.embed(
                     ["a"], route=route("tei-wide:m"), provider_options={"tei-wide": {"inputs": []}}
                 )
-    error = info.value.attempts[-1].error
-    assert error is not None and error.http_status == 422 and not error.retryable
+    error = last_error(info.value)
+    assert error.http_status == 422 and not error.retryable
     assert "(Validation): batch size 40 > maximum allowed batch size 32" in error.detail
     error = empty.value.attempts[-1].error
     assert error is not None and error.http_status == 400

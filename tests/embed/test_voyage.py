@@ -17,7 +17,7 @@ from array import array
 
 import httpx
 import pytest
-from helpers import NO_RETRY
+from helpers import NO_RETRY, last_error
 
 import anyinfer as ai
 from anyinfer._providers.voyage import EMBED_MAX_INPUTS, RERANK_MAX_DOCUMENTS, VoyageAdapter
@@ -112,14 +112,14 @@ def test_unknown_input_types_and_quantized_dtypes_are_refused_before_dispatch() 
     with ai.Client([settings]) as client:
         with pytest.raises(ai.AllTargetsFailedError) as info:
             client.embed("hi", route=route, input_type="classification")
-        error = info.value.attempts[-1].error
-        assert error is not None and error.type_name == "ConfigError"
+        error = last_error(info.value)
+        assert error.type_name == "ConfigError"
         assert "'query' or 'document'" in error.detail
         options = {"voyage": {"output_dtype": "int8"}}
         with pytest.raises(ai.AllTargetsFailedError) as info:
             client.embed("hi", route=route, provider_options=options)
-        error = info.value.attempts[-1].error
-        assert error is not None and "output_dtype 'int8'" in error.detail
+        error = last_error(info.value)
+        assert "output_dtype 'int8'" in error.detail
     assert sent == []
 
 
@@ -130,8 +130,8 @@ def test_a_400_from_voyage_is_an_invalid_request_with_its_detail() -> None:
             route = ai.Route(f"voyage:{MODEL}", retry=NO_RETRY)
             with pytest.raises(ai.AllTargetsFailedError) as info:
                 client.embed(["fine", ""], route=route)
-    error = info.value.attempts[-1].error
-    assert error is not None and error.type_name == "ProviderError"
+    error = last_error(info.value)
+    assert error.type_name == "ProviderError"
     assert error.http_status == 400 and "non-empty strings" in error.detail
     assert not error.retryable
 
@@ -159,8 +159,8 @@ def test_a_401_detail_is_the_message() -> None:
         with ai.Client([voyage(srv.base_url)]) as client:
             with pytest.raises(ai.AllTargetsFailedError) as info:
                 client.embed("hi", route=ai.Route(f"voyage:{MODEL}", retry=NO_RETRY))
-    error = info.value.attempts[-1].error
-    assert error is not None and error.type_name == "AuthenticationError"
+    error = last_error(info.value)
+    assert error.type_name == "AuthenticationError"
     assert error.detail.endswith("HTTP 401: Provided API key is invalid.")
 
 
@@ -193,8 +193,8 @@ def test_a_ranking_that_names_a_document_twice_is_a_protocol_error() -> None:
     with ai.Client([settings]) as client:
         with pytest.raises(ai.AllTargetsFailedError) as info:
             client.rerank("q", ["a", "b"], route=ai.Route("voyage:rerank-2.5", retry=NO_RETRY))
-    error = info.value.attempts[-1].error
-    assert error is not None and error.type_name == "ProtocolError"
+    error = last_error(info.value)
+    assert error.type_name == "ProtocolError"
     assert "data[1].index is 0" in error.detail
 
 
@@ -215,8 +215,8 @@ def test_non_json_and_shapeless_answers_are_typed() -> None:
             ):
                 with pytest.raises(ai.AllTargetsFailedError) as info:
                     call()
-                error = info.value.attempts[-1].error
-                assert error is not None and error.type_name == "ProtocolError", (body, error)
+                error = last_error(info.value)
+                assert error.type_name == "ProtocolError", (body, error)
 
 
 @pytest.mark.loopback
