@@ -854,6 +854,107 @@ def case_repr(case: EmbedCase) -> str:
     return _compact(case)
 
 
+# --- what the embedding and rerank harnesses share -------------------------------------
+
+
+def _route_settings(
+    stack: contextlib.ExitStack[Any],
+    harness: Harness,
+    answers: Callable[[httpx.Request], Script],
+    *,
+    stalls: bool,
+    via: Via,
+) -> list[ai.ProviderSettings]:
+    """The route's two instances (`PRIMARY`, `FALLBACK`) of the adapter under test, both
+    answered by `answers` over a loopback `FakeServer` (entered on `stack`) or an
+    in-process `FakeTransport`, with the timeout a stalling case needs on that path."""
+    timeout = DEFAULT_TIMEOUT_S
+    if stalls:
+        timeout = TRANSPORT_STALL_TIMEOUT_S if via == "transport" else SERVER_STALL_TIMEOUT_S
+    if via == "server":
+        server = stack.enter_context(harness._server_factory(harness.dialect, answers))
+        base = harness.settings(base_url=server.base_url)
+    else:
+        base = harness.settings(transport=harness._transport_factory(harness.dialect, answers))
+    base = dataclasses.replace(base, timeout_s=timeout)
+    return [dataclasses.replace(base, alias=PRIMARY), dataclasses.replace(base, alias=FALLBACK)]
+
+
+def _call_client(
+    settings: list[ai.ProviderSettings],
+    registry: Any,
+    method: str,
+    args: tuple[Any, ...],
+    call: dict[str, Any],
+    *,
+    sync: bool,
+    runner: asyncio.Runner | None,
+) -> tuple[Any, BaseException | None]:
+    """One `method` call (`"embed"`, `"rerank"`) through `Client` (`sync`) or
+    `AsyncClient` (on `runner`, else a fresh event loop): its result, or what it raised."""
+    if sync:
+        with ai.Client(settings, registry=registry) as client:
+            try:
+                return getattr(client, method)(*args, **call), None
+            except Exception as exc:
+                return None, exc
+
+    async def go() -> Any:
+        async with ai.AsyncClient(settings, registry=registry) as client:
+            return await getattr(client, method)(*args, **call)
+
+    try:
+        return (runner.run(go()) if runner is not None else asyncio.run(go())), None
+    except Exception as exc:
+        return None, exc
+
+
+def _report_head(
+    harness: Harness,
+    path: str,
+    via: Via,
+    route: list[str],
+    found: Sequence[Violation],
+    error: BaseException | None,
+) -> list[str]:
+    """A failure report's first lines: what broke, on which path and route, and the
+    exception the call raised, if it raised."""
+    where = "FakeTransport (httpx, in-process)" if via == "transport" else "FakeServer (loopback)"
+    guarantees = ", ".join(dict.fromkeys(v.guarantee for v in found))
+    lines = [
+        f"anyinfer conformance: adapter {harness.entry.describe()} broke {guarantees}",
+        f"  path: {path} over {where}, route {route} (one retry each)",
+        "  violations:",
+        *(f"    - {v}" for v in found),
+    ]
+    if error is not None:
+        lines.append(f"  outcome: raised {type(error).__name__}: {error}")
+    return lines
+
+
+def _verify_each(verify: Callable[..., object], cases: Sequence[tuple[str, Any]]) -> None:
+    """`verify` every labelled case, alternating the async and sync paths on one event
+    loop.
+
+    Raises:
+        ConformanceFailure: The first distinct failure (a note lists every case that
+            failed).
+    """
+    from .runner import ConformanceFailure
+
+    failures: list[tuple[str, ConformanceFailure]] = []
+    with asyncio.Runner() as runner:
+        for number, (label, case) in enumerate(cases):
+            try:
+                verify(case, sync=bool(number % 2), runner=runner)
+            except ConformanceFailure as failure:
+                failures.append((label, failure))
+    if failures:
+        from ._suite import _grouped
+
+        raise _grouped(failures)
+
+
 class EmbedHarness:
     """Serves `EmbedCase`s to one adapter and checks the outcomes.
 
@@ -866,13 +967,6 @@ class EmbedHarness:
         self.harness = harness
         self.entry = harness.entry
         self.dialect = harness.dialect
-
-    def _settings(self, case: EmbedCase, via: Via, **kw: Any) -> list[ai.ProviderSettings]:
-        timeout = DEFAULT_TIMEOUT_S
-        if case.stalls:
-            timeout = TRANSPORT_STALL_TIMEOUT_S if via == "transport" else SERVER_STALL_TIMEOUT_S
-        base = dataclasses.replace(self.harness.settings(**kw), timeout_s=timeout)
-        return [dataclasses.replace(base, alias=PRIMARY), dataclasses.replace(base, alias=FALLBACK)]
 
     @property
     def targets(self) -> list[str]:
@@ -901,34 +995,17 @@ class EmbedHarness:
         """Run `case` through `Client.embed` (`sync`) or `AsyncClient.embed`."""
         answers = _Answers(self.dialect, case)
         with contextlib.ExitStack() as stack:
-            if via == "server":
-                made = self.harness._server_factory(self.dialect, answers)
-                server = stack.enter_context(made)
-                settings = self._settings(case, via, base_url=server.base_url)
-            else:
-                transport = self.harness._transport_factory(self.dialect, answers)
-                settings = self._settings(case, via, transport=transport)
-            registry = self.harness._providers
-            inputs = list(case.inputs)
-            call = self._call(case)
-            result: ai.Embeddings | None = None
-            error: BaseException | None = None
-            if sync:
-                with ai.Client(settings, registry=registry) as client:
-                    try:
-                        result = client.embed(inputs, **call)
-                    except Exception as exc:
-                        error = exc
-            else:
-
-                async def go() -> ai.Embeddings:
-                    async with ai.AsyncClient(settings, registry=registry) as client:
-                        return await client.embed(inputs, **call)
-
-                try:
-                    result = runner.run(go()) if runner is not None else asyncio.run(go())
-                except Exception as exc:
-                    error = exc
+            settings = _route_settings(stack, self.harness, answers, stalls=case.stalls, via=via)
+            args = (list(case.inputs),)
+            result, error = _call_client(
+                settings,
+                self.harness._providers,
+                "embed",
+                args,
+                self._call(case),
+                sync=sync,
+                runner=runner,
+            )
         return EmbedObservation(result, error, answers.requests, answers.unexpected)
 
     def verify(
@@ -964,19 +1041,8 @@ class EmbedHarness:
 
         exp = expect_embed(case)
         path = "Client.embed()" if sync else "AsyncClient.embed()"
-        where = (
-            "FakeTransport (httpx, in-process)" if via == "transport" else "FakeServer (loopback)"
-        )
-        guarantees = ", ".join(dict.fromkeys(v.guarantee for v in found))
-        lines = [
-            f"anyinfer conformance: adapter {self.entry.describe()} broke {guarantees}",
-            f"  path: {path} over {where}, route {self.targets} (one retry each)",
-            "  violations:",
-            *(f"    - {v}" for v in found),
-        ]
-        if obs.error is not None:
-            lines.append(f"  outcome: raised {type(obs.error).__name__}: {obs.error}")
-        elif obs.result is not None:
+        lines = _report_head(self.harness, path, via, self.targets, found, obs.error)
+        if obs.error is None and obs.result is not None:
             r = obs.result
             lines.append(
                 f"  outcome: {len(r.vectors)} vector(s) of {r.dimensions} dimensions, usage "
@@ -1035,16 +1101,4 @@ class EmbedHarness:
             ConformanceFailure: The first distinct failure (a note lists every case
                 that failed).
         """
-        from .runner import ConformanceFailure
-
-        failures: list[tuple[str, ConformanceFailure]] = []
-        with asyncio.Runner() as runner:
-            for number, (label, case) in enumerate(embed_documented_cases(self.dialect)):
-                try:
-                    self.verify(case, sync=bool(number % 2), runner=runner)
-                except ConformanceFailure as failure:
-                    failures.append((label, failure))
-        if failures:
-            from ._suite import _grouped
-
-            raise _grouped(failures)
+        _verify_each(self.verify, embed_documented_cases(self.dialect))

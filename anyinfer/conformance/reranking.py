@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import itertools
 import json
 import threading
@@ -39,15 +38,16 @@ from .checker import Violation
 from .embeddings import (
     _DOCUMENTED_STATUSES,
     _WORDS,
-    DEFAULT_TIMEOUT_S,
     FALLBACK,
     PRIMARY,
     RETRY,
-    SERVER_STALL_TIMEOUT_S,
-    TRANSPORT_STALL_TIMEOUT_S,
     _attempts_text,
+    _call_client,
     _key,
+    _report_head,
+    _route_settings,
     _slow,
+    _verify_each,
     walk_batch,
 )
 
@@ -473,47 +473,18 @@ class RerankHarness:
     ) -> RerankObservation:
         """Run `case` through `Client.rerank` (`sync`) or `AsyncClient.rerank`."""
         answers = _Answers(self.dialect, case)
-        timeout = DEFAULT_TIMEOUT_S
-        if case.stalls:
-            timeout = TRANSPORT_STALL_TIMEOUT_S if via == "transport" else SERVER_STALL_TIMEOUT_S
         with contextlib.ExitStack() as stack:
-            if via == "server":
-                server = stack.enter_context(self.harness._server_factory(self.dialect, answers))
-                base = self.harness.settings(base_url=server.base_url)
-            else:
-                transport = self.harness._transport_factory(self.dialect, answers)
-                base = self.harness.settings(transport=transport)
-            base = dataclasses.replace(base, timeout_s=timeout)
-            settings = [
-                dataclasses.replace(base, alias=PRIMARY),
-                dataclasses.replace(base, alias=FALLBACK),
-            ]
-            registry = self.harness._providers
+            settings = _route_settings(stack, self.harness, answers, stalls=case.stalls, via=via)
             call: dict[str, Any] = {
                 "route": ai.Route(list(ROUTE_TARGETS), retry=RETRY, breaker_threshold=0),
                 "top_n": case.top_n,
                 "batch_size": case.batch_size,
                 "concurrency": case.concurrency,
             }
-            docs = list(case.documents)
-            result: ai.Reranking | None = None
-            error: BaseException | None = None
-            if sync:
-                with ai.Client(settings, registry=registry) as client:
-                    try:
-                        result = client.rerank(case.query, docs, **call)
-                    except Exception as exc:
-                        error = exc
-            else:
-
-                async def go() -> ai.Reranking:
-                    async with ai.AsyncClient(settings, registry=registry) as client:
-                        return await client.rerank(case.query, docs, **call)
-
-                try:
-                    result = runner.run(go()) if runner is not None else asyncio.run(go())
-                except Exception as exc:
-                    error = exc
+            args = (case.query, list(case.documents))
+            result, error = _call_client(
+                settings, self.harness._providers, "rerank", args, call, sync=sync, runner=runner
+            )
         return RerankObservation(
             result, error, answers.requests, answers.unexpected, answers.served
         )
@@ -552,19 +523,8 @@ class RerankHarness:
         order = {g: i for i, g in enumerate(RERANK_GUARANTEES)}
         found = sorted(found, key=lambda v: order.get(v.guarantee, len(order)))
         path = "Client.rerank()" if sync else "AsyncClient.rerank()"
-        where = (
-            "FakeTransport (httpx, in-process)" if via == "transport" else "FakeServer (loopback)"
-        )
-        guarantees = ", ".join(dict.fromkeys(v.guarantee for v in found))
-        lines = [
-            f"anyinfer conformance: adapter {self.entry.describe()} broke {guarantees}",
-            f"  path: {path} over {where}, route {list(ROUTE_TARGETS)} (one retry each)",
-            "  violations:",
-            *(f"    - {v}" for v in found),
-        ]
-        if obs.error is not None:
-            lines.append(f"  outcome: raised {type(obs.error).__name__}: {obs.error}")
-        elif obs.result is not None:
+        lines = _report_head(self.harness, path, via, list(ROUTE_TARGETS), found, obs.error)
+        if obs.error is None and obs.result is not None:
             ranked = [(r.index, r.score) for r in obs.result.results]
             lines.append(f"  outcome: ranking {ranked}")
         lines.append(f"  served rankings: {obs.served}")
@@ -604,18 +564,6 @@ class RerankHarness:
 
     def verify_documented(self) -> None:
         """Every `rerank_documented_cases` case, alternating the async and sync paths."""
-        from .runner import ConformanceFailure
-
-        failures: list[tuple[str, ConformanceFailure]] = []
         if self.limit < 2:  # the cases split three documents into requests of two
             return
-        with asyncio.Runner() as runner:
-            for number, (label, case) in enumerate(rerank_documented_cases()):
-                try:
-                    self.verify(case, sync=bool(number % 2), runner=runner)
-                except ConformanceFailure as failure:
-                    failures.append((label, failure))
-        if failures:
-            from ._suite import _grouped
-
-            raise _grouped(failures)
+        _verify_each(self.verify, rerank_documented_cases())
