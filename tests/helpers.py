@@ -6,8 +6,9 @@ What lives here:
 - `NO_RETRY`: a retry policy that makes one attempt (the adapter alone is under test).
 - `run`: run a coroutine to completion (`asyncio.run`).
 - `cli`: run the `anyinfer` command in a subprocess (`python -m anyinfer`).
-- `f32` / `last_error` / `embed_errors`: embedding tests' float32 vectors, the error of
-  a failed call's last attempt, and the errors of failing `embed()` calls in turn.
+- `f32` / `last_error` / `embed_errors` / `failed_as`: embedding tests' float32
+  vectors, the error of a failed call's last attempt, the errors of failing `embed()`
+  calls in turn, and the type name a failure surfaced as.
 - `sse`: build a server-sent-events body from JSON payloads (`data:` lines, optional
   `event:` lines, comments, numbering, `[DONE]`, line ends).
 - `settings` / `settings_for`: `ProviderSettings` reached through a transport, a request
@@ -49,6 +50,7 @@ __all__ = [
     "cli",
     "embed_errors",
     "f32",
+    "failed_as",
     "generate",
     "http_server",
     "last_error",
@@ -100,6 +102,13 @@ def last_error(exc: ai.AllTargetsFailedError) -> ai.ErrorInfo:
     error = exc.attempts[-1].error
     assert error is not None
     return error
+
+
+def failed_as(exc: ai.AnyInferError) -> str:
+    """The type name of what a failed call surfaced as: its last attempt's error, else
+    the exception's own type (one refused before anything was sent)."""
+    info = exc.attempts[-1].error if exc.attempts else None
+    return info.type_name if info is not None else type(exc).__name__
 
 
 def embed_errors(

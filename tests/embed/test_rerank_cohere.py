@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import f32
+from helpers import f32, failed_as
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,11 +41,6 @@ def cohere(base_url: str | None = None, alias: str | None = None, **kw: Any) -> 
     return ai.ProviderSettings("cohere", api_key="co-test", base_url=base_url, alias=alias, **kw)
 
 
-def last_error(exc: ai.AnyInferError) -> str:
-    info = exc.attempts[-1].error if exc.attempts else None
-    return info.type_name if info is not None else type(exc).__name__
-
-
 def failures(scripts: list[Script], target: str, call: Any) -> list[str]:
     """The error type each call ends with, one call per script, over loopback: no
     retries, and a breaker that stays closed over every failure."""
@@ -56,7 +51,7 @@ def failures(scripts: list[Script], target: str, call: Any) -> list[str]:
             for _ in scripts:
                 with pytest.raises(ai.AnyInferError) as info:
                     call(client, route)
-                found.append(last_error(info.value))
+                found.append(failed_as(info.value))
         srv.assert_all_used()
     return found
 
@@ -349,7 +344,7 @@ def test_a_stalled_rerank_is_a_typed_timeout() -> None:
     with ai.Client([cohere(transport=transport)]) as client:
         with pytest.raises(ai.AllTargetsFailedError) as info:
             client.rerank(QUERY, DOCS, route=route, timeout_s=0.05)
-    assert last_error(info.value) == "ProviderTimeoutError"
+    assert failed_as(info.value) == "ProviderTimeoutError"
 
 
 def test_a_provider_without_rerank_is_refused_by_name() -> None:
