@@ -290,6 +290,22 @@ class Adapter:
         """Whether `embed()` is implemented (checked before an embedding call is sent)."""
         return cls.embed is not Adapter.embed
 
+    @classmethod
+    def embeddings_refusal(cls, settings: ProviderSettings) -> str | None:
+        """Why an instance configured by `settings` does not embed, or `None` when it
+        does: what the embed runner asks of every target before anything is sent.
+
+        By default the class's answer (`serves_embeddings`); a class whose instances may
+        say otherwise in their options (the OpenAI-compatible presets) overrides this.
+
+        Raises:
+            ConfigError: For an option the override refuses.
+        """
+        if cls.serves_embeddings():
+            return None
+        provider = cls.provider_id or settings.provider_id
+        return f"its provider ({provider}) has no embeddings support in AnyInfer"
+
     async def embed(self, request: EmbedRequest) -> EmbedReply:
         """Embed one batch of texts: one vector per input, in input order.
 

@@ -25,7 +25,7 @@ from .._types import Generation, ResolvedTarget, Target
 from .credentials import ResolverChain, check_literal_key
 from .health import Breakers
 from .instance import instance_config
-from .route import Route
+from .route import Route, options_for
 from .targets import Targets
 from .validate import check_budget_call, check_request, check_run_tools_call
 
@@ -619,7 +619,7 @@ class AsyncClient:
             tool_choice=tool_choice,
             sampling=sampling or _NO_SAMPLING,
             reasoning=reasoning,
-            provider_options=dict(router.options_for(first, options)),
+            provider_options=dict(options_for(first, options)),
             retain_raw=self._retain_raw if retain_raw is None else retain_raw,
             metadata=dict(metadata or {}),
             timeout_s=timeout_s,

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .._errors import AnyInferError, ConfigError
-from .._types import Target
+from .._types import ResolvedTarget, Target
 from .validate import need_int, need_number
 
-__all__ = ["Decision", "RetryPolicy", "Route", "default_decision"]
+__all__ = ["Decision", "RetryPolicy", "Route", "default_decision", "options_for"]
 
 Decision = Literal["retry", "fallback", "raise"]
 """What a route does with a failed attempt: retry the same target, move to the next
@@ -173,3 +173,11 @@ def _targets(value: Sequence[Target] | Target) -> tuple[Target, ...]:
         if not isinstance(t, str) or not t.strip():
             raise ConfigError(f"route targets must be non-empty strings, got {t!r}")
     return items
+
+
+def options_for(
+    target: ResolvedTarget, provider_options: Mapping[str, Mapping[str, Any]]
+) -> Mapping[str, Any]:
+    """The call's extra body fields for `target`: those given for its instance id, else
+    for its engine id (generation, embed and rerank alike)."""
+    return provider_options.get(target.provider) or provider_options.get(target.provider_id, {})

@@ -28,7 +28,7 @@ from .._types import AttemptRecord, ResolvedTarget, Usage
 from .attempt import AttemptRunner, Structured, Trail
 from .health import Breakers
 from .instrument import instrument
-from .route import Route
+from .route import Route, options_for
 
 if TYPE_CHECKING:
     from .._observers import Telemetry
@@ -51,13 +51,6 @@ class Router:
         self._attempts = attempts
         self._breakers = breakers
         self._telemetry = telemetry
-
-    @staticmethod
-    def options_for(
-        target: ResolvedTarget, provider_options: Mapping[str, Mapping[str, Any]]
-    ) -> Mapping[str, Any]:
-        """The extra body fields for `target`: its instance id's, else its engine id's."""
-        return provider_options.get(target.provider) or provider_options.get(target.provider_id, {})
 
     @batched
     async def run(
@@ -97,7 +90,7 @@ class Router:
                 if not self._breakers.allow(str(target), threshold, cooldown):
                     trail.record(AttemptRecord(target, "skipped_unhealthy"), Usage())
                     continue
-                options = self.options_for(target, provider_options)
+                options = options_for(target, provider_options)
                 if target.model == base.model and options == base.provider_options:
                     request = base  # built for this target already (the usual first one)
                 else:

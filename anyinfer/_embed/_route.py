@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from .._client.route import options_for
 from .._errors import AllTargetsFailedError, AnyInferError, ConfigError, ProviderTimeoutError
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
 
@@ -331,9 +332,8 @@ def refuse_mixed_models(
     Raises:
         ConfigError: Naming the first target that differs and why it is refused.
     """
-    first = targets[0] if targets else None
     for other in targets[1:]:
-        assert first is not None
+        first = targets[0]
         if other.model != first.model:
             raise ConfigError(
                 f"{what}: fallback target {other} uses model {other.model!r}, not "
@@ -424,7 +424,7 @@ def priced(
         if cost is None:
             return usage
         total += cost
-    return replace(usage, cost_usd=total)
+    return usage.with_cost(total)
 
 
 def adapter_class(targets: Targets, target: ResolvedTarget) -> type[Adapter]:
@@ -591,9 +591,7 @@ async def route_one(
     """
 
     async def attempt(target: ResolvedTarget) -> A:
-        options = provider_options.get(target.provider) or provider_options.get(
-            target.provider_id, {}
-        )
+        options = options_for(target, provider_options)
         request = replace(base, model=target.model, provider_options=dict(options))
         adapter = targets.adapter(target.provider)
         reply = await timed(spec.send(adapter, request), request.timeout_s, target, spec.kind)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from .._client.validate import need_int
 from .._errors import ConfigError, ProtocolError
 from .._types import ResolvedTarget
-from ._route import UnaryCall, UnaryRunner, UnarySpec, adapter_class, strings
+from ._route import UnaryCall, UnaryRunner, UnarySpec, adapter_class, refuse_mixed_models, strings
 from ._types import Embeddings, EmbedEncoding, EmbedReply, EmbedRequest
 
 if TYPE_CHECKING:
@@ -77,20 +77,16 @@ def check_vector_space(
     Raises:
         ConfigError: Naming the first target that differs and why it is refused.
     """
-    if same_space or len(targets) < 2:
+    if same_space:
         return
-    first = targets[0]
-    for other in targets[1:]:
-        if other.model != first.model:
-            dims = "" if dimensions is None else f" at {dimensions} dimensions"
-            raise ConfigError(
-                f"embed(): fallback target {other} uses model {other.model!r}, not "
-                f"{first.model!r} like {first}; vectors of different models are not "
-                f"comparable{dims}, so serving a batch from it would silently mix vector "
-                "spaces. Use targets of one model, or pass same_vector_space=True if you "
-                "know they produce identical vectors",
-                provider=other.provider,
-            )
+    dims = "" if dimensions is None else f" at {dimensions} dimensions"
+    refuse_mixed_models(
+        targets,
+        what="embed()",
+        override="same_vector_space=True",
+        why=f"vectors of different models are not comparable{dims}, so serving a batch "
+        "from it would silently mix vector spaces",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -285,11 +281,9 @@ class EmbedRunner(UnaryRunner):
         """
         texts, dimensions = call.texts, call.dimensions
         check_vector_space(targets, dimensions, same_space=call.same_vector_space)
-        from .._providers.openai_compat import embeddings_refusal
-
         for t in targets:
             cls = adapter_class(self._targets, t)
-            refusal = embeddings_refusal(cls, self._targets.settings_for(t.provider))
+            refusal = cls.embeddings_refusal(self._targets.settings_for(t.provider))
             if refusal is not None:
                 raise ConfigError(f"embed(): {t} cannot embed: {refusal}", provider=t.provider)
         # Every target embeds into one vector space (one model), so a model fact known

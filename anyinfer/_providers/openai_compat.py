@@ -45,7 +45,7 @@ from typing import Any, ClassVar, Literal, get_args
 
 import httpx
 
-from .._adapters.base import POOL_OPTIONS, Adapter, DiscoveredModel, PartAssembler
+from .._adapters.base import POOL_OPTIONS, DiscoveredModel, PartAssembler
 from .._adapters.limits import LIMIT_OPTIONS
 from .._adapters.profile import AdapterProfile
 from .._client.instance import api_key_env as instance_key_env
@@ -71,7 +71,6 @@ __all__ = [
     "StructuredOutput",
     "VLLMAdapter",
     "configured_base_url",
-    "embeddings_refusal",
     "preset_adapter",
     "preset_adapters",
     "preset_summaries",
@@ -422,7 +421,7 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
                 provider=pid,
             )
         self.quirks = quirks_for(self.engine_for(settings), settings.options, pid)
-        embeddings_refusal(type(self), settings)  # an ill-typed option is refused here
+        self.embeddings_refusal(settings)  # an ill-typed option is refused here
         super().__init__(settings)
         self.max_tokens_field = self.quirks.max_tokens_field
         self.stream_usage = self.quirks.stream_usage
@@ -457,6 +456,43 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
             return False
         return super().serves_embeddings()
 
+    @classmethod
+    def embeddings_refusal(cls, settings: ProviderSettings) -> str | None:
+        """Why an instance configured by `settings` does not embed, or `None` when it
+        does (the embed runner asks every target before anything is sent).
+
+        The class's answer is its documented fact (`serves_embeddings`; for a preset,
+        `Preset.embeddings is True`). An instance may override it with
+        `ProviderSettings.options["embeddings"]`: `True` opts in (a preset whose route
+        is unknown, or documented absent, when your deployment does serve OpenAI's
+        `/embeddings`), `False` opts out. A preset whose fact is unknown (`None`) is
+        refused rather than sent to a route that may not exist: the refusal says so and
+        names the option.
+
+        Raises:
+            ConfigError: If `options["embeddings"]` is set to anything but `True` or
+                `False` (`None` means "the class's answer").
+        """
+        name = settings.instance_id
+        if _EMBEDDINGS_OPTION in cls.option_keys:
+            chosen = settings.options.get(_EMBEDDINGS_OPTION)
+            if chosen is not None and type(chosen) is not bool:
+                raise ConfigError(
+                    f"provider {name!r} ({cls.provider_id}): options['embeddings'] must be "
+                    f"True or False, got {chosen!r}",
+                    provider=name,
+                )
+            if chosen is True:
+                return None
+            if chosen is False:
+                return (
+                    "embeddings are turned off for this instance (options['embeddings'] is False)"
+                )
+            preset = cls.preset
+            if preset is not None and preset.embeddings is not True:
+                return _preset_refusal(cls, preset, settings)
+        return super().embeddings_refusal(settings)
+
     async def embed(self, request: EmbedRequest) -> EmbedReply:
         """`POST /embeddings`, once `embeddings_refusal` allows this instance (a
         refused instance raises before anything is sent).
@@ -464,7 +500,7 @@ class OpenAICompatAdapter(OpenAIChatAdapter):
         Raises:
             ConfigError: If this instance does not embed (see `embeddings_refusal`).
         """
-        reason = embeddings_refusal(type(self), self.settings)
+        reason = self.embeddings_refusal(self.settings)
         if reason is not None:
             raise ConfigError(f"{self.instance_id}: {reason}", provider=self.instance_id)
         from .._embed._types import EmbedEncoding
@@ -1999,44 +2035,6 @@ def preset_adapters() -> tuple[type[OpenAICompatAdapter], ...]:
 
 
 _EMBEDDINGS_OPTION = "embeddings"
-
-
-def embeddings_refusal(cls: type[Adapter], settings: ProviderSettings) -> str | None:
-    """Why an instance of `cls` configured by `settings` does not embed, or `None` when
-    it does: the one rule the embed runner applies before anything is sent.
-
-    The class's answer is its documented fact (`cls.serves_embeddings()`; for a preset,
-    `Preset.embeddings is True`). An OpenAI-compatible instance may override it with
-    `ProviderSettings.options["embeddings"]`: `True` opts in (a preset whose route is
-    unknown, or documented absent, when your deployment does serve OpenAI's
-    `/embeddings`), `False` opts out. A preset whose fact is unknown (`None`) is
-    refused rather than sent to a route that may not exist: the refusal says so and
-    names the option.
-
-    Raises:
-        ConfigError: If `options["embeddings"]` is set to anything but `True` or
-            `False` (`None` means "the class's answer").
-    """
-    name = settings.instance_id
-    if issubclass(cls, OpenAICompatAdapter) and _EMBEDDINGS_OPTION in cls.option_keys:
-        chosen = settings.options.get(_EMBEDDINGS_OPTION)
-        if chosen is not None and type(chosen) is not bool:
-            raise ConfigError(
-                f"provider {name!r} ({cls.provider_id}): options['embeddings'] must be "
-                f"True or False, got {chosen!r}",
-                provider=name,
-            )
-        if chosen is True:
-            return None
-        if chosen is False:
-            return "embeddings are turned off for this instance (options['embeddings'] is False)"
-        preset = cls.preset
-        if preset is not None and preset.embeddings is not True:
-            return _preset_refusal(cls, preset, settings)
-    if cls.serves_embeddings():
-        return None
-    provider = cls.provider_id or settings.provider_id
-    return f"its provider ({provider}) has no embeddings support in AnyInfer"
 
 
 def _preset_refusal(

@@ -25,7 +25,6 @@ from anyinfer._providers.openai_compat import (
     PRESETS,
     OpenAICompatAdapter,
     _hosted,
-    embeddings_refusal,
     preset_adapter,
 )
 from anyinfer.fakeservers import FakeServer, FakeTransport, Script
@@ -71,8 +70,8 @@ def test_the_generic_adapter_embeds_unless_an_instance_says_no() -> None:
     assert OpenAICompatAdapter.serves_embeddings()
     on = ai.ProviderSettings("openai-compat", base_url="http://127.0.0.1:9/v1")
     off = dataclasses.replace(on, options={"embeddings": False})
-    assert embeddings_refusal(OpenAICompatAdapter, on) is None
-    assert "turned off" in str(embeddings_refusal(OpenAICompatAdapter, off))
+    assert OpenAICompatAdapter.embeddings_refusal(on) is None
+    assert "turned off" in str(OpenAICompatAdapter.embeddings_refusal(off))
 
 
 # --- documented presets embed -------------------------------------------------------------
@@ -192,8 +191,8 @@ def test_an_ill_typed_option_is_refused(bad: object) -> None:
 def test_none_means_the_presets_own_answer() -> None:
     together = ai.ProviderSettings("together", api_key="k", options={"embeddings": None})
     zai = ai.ProviderSettings("zai", api_key="k", options={"embeddings": None})
-    assert embeddings_refusal(preset_adapter("together"), together) is None
-    assert "is unknown" in str(embeddings_refusal(preset_adapter("zai"), zai))
+    assert preset_adapter("together").embeddings_refusal(together) is None
+    assert "is unknown" in str(preset_adapter("zai").embeddings_refusal(zai))
 
 
 def test_other_adapters_do_not_take_the_option() -> None:
@@ -201,4 +200,4 @@ def test_other_adapters_do_not_take_the_option() -> None:
     # adapter's answer is its class's.
     anthropic = ai.ProviderSettings("anthropic", api_key="k", options={"embeddings": True})
     cls = default_registry().adapter_class("anthropic")
-    assert "no embeddings support" in str(embeddings_refusal(cls, anthropic))
+    assert "no embeddings support" in str(cls.embeddings_refusal(anthropic))
