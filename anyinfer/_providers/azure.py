@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote
 
 import httpx
@@ -50,12 +50,14 @@ import httpx
 from .._adapters.base import DiscoveredModel
 from .._adapters.profile import AdapterProfile
 from .._client.instance import base_url_env
-from .._embed._types import EmbedReply, EmbedRequest
 from .._errors import ConfigError
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from ._wire import as_dict, as_list, opt_dict, opt_int, opt_str
 from .openai_compat import OpenAICompatAdapter, configured_base_url
+
+if TYPE_CHECKING:
+    from .._embed._types import EmbedReply, EmbedRequest
 
 __all__ = ["AZURE_APIS", "AzureAPI", "AzureFoundryAdapter", "DEFAULT_API_VERSIONS"]
 

@@ -90,8 +90,9 @@ Mapping decisions this adapter documents:
   `cohere.embed-*`, region prefixes and ARNs ending in one allowed;
   `options["embedding_family"]` for ids that name no model). Titan Text Embeddings take
   `{"inputText", "dimensions"?}`, one text a request, so a batch (up to
-  `embed_max_batch`, 96) fans out `TITAN_FANOUT` requests at a time and fails with the
-  first typed error; the answer's `embedding` and `inputTextTokenCount` are read.
+  `embed_max_batch`, 96) fans out, `anyinfer._embed._fanout.DEFAULT_FANOUT` requests at
+  a time, and fails with the first typed error; the answer's `embedding` and
+  `inputTextTokenCount` are read.
   Cohere Embed takes `{"texts", "input_type", "output_dimension"?}` (the input type
   mapped as for Cohere's own API, `search_document` with a warning when none is given:
   Bedrock requires one); its answer is a list of vectors (`embeddings_floats`) or
@@ -125,7 +126,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
 
 import httpx
@@ -135,9 +136,6 @@ from .._adapters.errormap import ErrorKind, brief_json
 from .._adapters.framing import loads_or_none
 from .._adapters.profile import AdapterProfile, InputSupport, UsageConvention
 from .._client.instance import resolve_base_url
-from .._embed._fanout import DEFAULT_FANOUT, fan_out
-from .._embed._types import EmbedReply, EmbedRequest
-from .._embed._wire import _count, decode_vector
 from .._errors import ConfigError, ProtocolError, ProviderError, ResponseTooLargeError
 from .._messages import ContentPart, DocumentContent, Message, TextContent
 from .._request import GenerationRequest
@@ -154,6 +152,9 @@ from .._stream.parts import (
 )
 from .._types import Generation, Usage
 from ._wire import as_dict, as_list, as_str, native_turn, opt_dict, opt_int, opt_str
+
+if TYPE_CHECKING:
+    from .._embed._types import EmbedReply, EmbedRequest
 
 __all__ = [
     "BEDROCK_INPUTS",
@@ -222,9 +223,6 @@ _IMAGE_FORMATS: Mapping[str, str] = {
     "image/gif": "gif",
     "image/webp": "webp",
 }
-
-TITAN_FANOUT = DEFAULT_FANOUT
-"""Titan embedding requests (one text each) a batch has in flight at once."""
 
 INPUT_TOKENS_HEADER = "x-amzn-bedrock-input-token-count"
 """InvokeModel's input token count (in every recorded answer, Cohere's too)."""
@@ -1032,8 +1030,9 @@ class BedrockAdapter(HTTPAdapter):
         """Embed one batch with `POST /model/{modelId}/invoke`, signed as Converse is.
 
         Amazon Titan Text Embeddings (`amazon.titan-embed-*`) take one `inputText` a
-        request (a batch fans out, `TITAN_FANOUT` requests at a time); Cohere Embed
-        (`cohere.embed-*`) takes the batch's `texts`. See the module documentation.
+        request (a batch fans out, `anyinfer._embed._fanout.DEFAULT_FANOUT` requests at
+        a time); Cohere Embed (`cohere.embed-*`) takes the batch's `texts`. See the
+        module documentation.
 
         Raises:
             ConfigError: For a model of another family (its InvokeModel body is not
@@ -1093,6 +1092,10 @@ class BedrockAdapter(HTTPAdapter):
         return {} if ms is None else {"provider_latency_ms": float(ms)}
 
     async def _titan_embed(self, request: EmbedRequest) -> EmbedReply:
+        from .._embed._fanout import fan_out
+        from .._embed._types import EmbedReply
+        from .._embed._wire import decode_vector
+
         pid = self.instance_id
         warnings: tuple[str, ...] = ()
         if request.input_type is not None:
@@ -1113,7 +1116,7 @@ class BedrockAdapter(HTTPAdapter):
                 tokens = self._header_int(headers, INPUT_TOKENS_HEADER)
             return vector, tokens, self._latency(headers)
 
-        results = await fan_out(one, request.inputs, TITAN_FANOUT)
+        results = await fan_out(one, request.inputs)
         counts = [tokens for _, tokens, _ in results]
         known = None if any(c is None for c in counts) else sum(c or 0 for c in counts)
         phases: dict[str, float] = {}
@@ -1128,6 +1131,9 @@ class BedrockAdapter(HTTPAdapter):
         )
 
     async def _cohere_embed(self, request: EmbedRequest) -> EmbedReply:
+        from .._embed._types import EmbedReply
+        from .._embed._wire import _count, decode_vector
+
         pid = self.instance_id
         warnings: tuple[str, ...] = ()
         if request.input_type is None:

@@ -92,17 +92,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
 
 from .._adapters.base import HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile, InputSupport
-from .._embed._rankwire import ranked_documents, rerank_body
-from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
-from .._embed._wire import _count, decode_vector
-from .._embed._wire import _post_json as post_json
 from .._errors import ConfigError, ProtocolError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ContentPart, ImageContent, Message, TextContent
@@ -110,6 +106,9 @@ from .._request import GenerationRequest
 from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, flushed, opt_dict, opt_int, opt_str
+
+if TYPE_CHECKING:
+    from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
 
 __all__ = [
     "CHAT_PATH",
@@ -221,6 +220,9 @@ class CohereAdapter(HTTPAdapter):
 
     async def embed(self, request: EmbedRequest) -> EmbedReply:
         """`POST /v2/embed`: one batch of texts (see the module documentation)."""
+        from .._embed._types import EmbedReply
+        from .._embed._wire import _count, _post_json, decode_vector
+
         pid = self.instance_id
         warnings: list[str] = []
         if request.input_type is None:
@@ -247,7 +249,7 @@ class CohereAdapter(HTTPAdapter):
                 f"for one of {', '.join(_EMBED_TYPES)}",
                 provider=pid,
             )
-        payload = as_dict(await post_json(self, EMBED_PATH, body), pid, "body")
+        payload = as_dict(await _post_json(self, EMBED_PATH, body), pid, "body")
         embeddings = as_dict(payload.get("embeddings"), pid, "embeddings")
         kind = next((k for k in _EMBED_TYPES if embeddings.get(k) is not None), None)
         if kind is None:
@@ -268,8 +270,12 @@ class CohereAdapter(HTTPAdapter):
 
     async def rerank(self, request: RerankRequest) -> RerankReply:
         """`POST /v2/rerank`: one request's documents, best first."""
+        from .._embed._rankwire import ranked_documents, rerank_body
+        from .._embed._types import RerankReply
+        from .._embed._wire import _post_json
+
         pid = self.instance_id
-        payload = as_dict(await post_json(self, RERANK_PATH, rerank_body(request)), pid, "body")
+        payload = as_dict(await _post_json(self, RERANK_PATH, rerank_body(request)), pid, "body")
         ranked = ranked_documents(self, request, payload.get("results"), "results")
         meta = opt_dict(payload.get("meta"), pid, "meta") or {}
         billed = opt_dict(meta.get("billed_units"), pid, "meta.billed_units") or {}

@@ -21,14 +21,13 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
 
 from .._adapters.base import DiscoveredModel, Health, HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile, InputSupport
-from .._embed._types import EmbedReply, EmbedRequest
 from .._errors import AnyInferError, ConfigError, ProtocolError, ProviderError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import AudioContent, DocumentContent, ImageContent, Message
@@ -36,6 +35,9 @@ from .._request import GenerationRequest, ReasoningEffort
 from .._stream.parts import END, FinishPart, Part, PhasesPart, ReasoningPart, TextPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
+
+if TYPE_CHECKING:
+    from .._embed._types import EmbedReply, EmbedRequest
 
 __all__ = ["OLLAMA_INPUTS", "OllamaAdapter", "SHOW_DETAILS_OPTION"]
 

@@ -41,7 +41,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 import httpx
 
@@ -50,7 +50,6 @@ from .._adapters.limits import LIMIT_OPTIONS
 from .._adapters.profile import AdapterProfile
 from .._client.instance import api_key_env as instance_key_env
 from .._client.instance import base_url_env, resolve_base_url
-from .._embed._types import EmbedReply, EmbedRequest
 from .._errors import ConfigError, ProviderError
 from .._knowledge.capabilities import ModelCapabilities
 from .._request import GenerationRequest
@@ -58,6 +57,9 @@ from .._settings import ProviderSettings
 from .._stream.parts import Part, PhasesPart, WarningPart
 from ._wire import as_dict, as_list, opt_dict, opt_int
 from .openai_chat import OpenAIChatAdapter
+
+if TYPE_CHECKING:
+    from .._embed._types import EmbedReply, EmbedRequest
 
 __all__ = [
     "ENGINE_QUIRKS",

@@ -86,7 +86,6 @@ from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile, UsageConvention
 from .._client.credentials import check_secret
 from .._client.instance import CloudPlacement, cloud_placement, instance_env, resolve_base_url
-from .._embed._types import EmbedReply, EmbedRequest
 from .._errors import AuthenticationError, ConfigError, ProtocolError, ProviderError
 from .._extras import missing_hint
 from .._knowledge.capabilities import ModelCapabilities
@@ -99,6 +98,8 @@ from .gemini import STATUS_NAME_KINDS, GeminiAdapter, merge_options
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
+
+    from .._embed._types import EmbedReply, EmbedRequest
 
 __all__ = [
     "DEFAULT_LOCATION",
@@ -628,6 +629,7 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         mapping of that name (`{"parameters": {"autoTruncate": False}}`).
         """
         from .._embed._fanout import fan_out
+        from .._embed._types import EmbedReply
         from .._embed._wire import gemini_task_type, gemini_task_warnings
 
         model_id = request.model.rsplit("/", 1)[-1]

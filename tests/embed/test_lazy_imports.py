@@ -47,3 +47,33 @@ def test_generation_alone_never_loads_the_embedding_modules() -> None:
         [sys.executable, "-c", CODE], capture_output=True, text=True, timeout=60, check=False
     )
     assert out.stdout.strip() == "ok", out.stderr
+
+
+GENERATING_MODULES = (
+    "anthropic",
+    "azure",
+    "bedrock",
+    "cohere",
+    "gemini",
+    "ollama",
+    "openai_chat",
+    "openai_compat",
+    "openai_responses",
+    "vertex",
+)
+"""The provider modules that serve generation (Jina, TEI and Voyage only embed)."""
+
+
+def test_importing_a_generation_provider_never_loads_the_embedding_modules() -> None:
+    code = (
+        "import importlib, sys\n"
+        f"for name in {GENERATING_MODULES!r}:\n"
+        "    importlib.import_module('anyinfer._providers.' + name)\n"
+        "    loaded = sorted(m for m in sys.modules if m.startswith('anyinfer._embed'))\n"
+        "    assert not loaded, (name, loaded)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.stdout.strip() == "ok", out.stderr
