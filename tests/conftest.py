@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -56,3 +57,27 @@ def _frozen_heap() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+@pytest.fixture
+def otel() -> Iterator[tuple[Any, Any, Any]]:
+    """`(OpenTelemetryObserver, span exporter, metric reader)` over in-memory SDK
+    providers, shut down after the test (skipped without the `[otel]` extra)."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from anyinfer.otel import OpenTelemetryObserver
+
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    observer = OpenTelemetryObserver(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    yield observer, exporter, reader
+    meter_provider.shutdown()
+    tracer_provider.shutdown()

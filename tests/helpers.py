@@ -398,3 +398,13 @@ generate = _DEFAULT.generate
 """`generate(client_or_settings, messages="hi", **kw)`: one call, typed errors propagate."""
 stream = _DEFAULT.stream
 """`stream(client_or_settings, messages="hi", **kw)`: one streamed call, as an `Outcome`."""
+
+
+def metric_points(reader: Any) -> dict[str, list[Any]]:
+    """An OpenTelemetry `InMemoryMetricReader`'s data points, by metric name."""
+    found: dict[str, list[Any]] = {}
+    for resource in reader.get_metrics_data().resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                found.setdefault(metric.name, []).extend(metric.data.data_points)
+    return found

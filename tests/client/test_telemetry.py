@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from helpers import sse
+from helpers import metric_points, sse
 
 from anyinfer._errors import RateLimitError
 from anyinfer._messages import Message, TextContent
@@ -281,38 +281,6 @@ def test_events_are_frozen_and_keyword_only() -> None:
 # --- OpenTelemetry -------------------------------------------------------------------------
 
 
-@pytest.fixture
-def otel() -> Iterator[tuple[object, object, object]]:
-    pytest.importorskip("opentelemetry.sdk")
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from anyinfer.otel import OpenTelemetryObserver
-
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    meter_provider = MeterProvider(metric_readers=[reader])
-    observer = OpenTelemetryObserver(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    yield observer, exporter, reader
-    meter_provider.shutdown()
-    tracer_provider.shutdown()
-
-
-def _points(reader: Any) -> dict[str, list[Any]]:
-    data = reader.get_metrics_data()
-    found: dict[str, list[Any]] = {}
-    for resource in data.resource_metrics:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                found.setdefault(metric.name, []).extend(metric.data.data_points)
-    return found
-
-
 def test_otel_observer_follows_genai_conventions(otel: tuple[object, object, object]) -> None:
     observer, exporter, reader = otel
     telemetry = Telemetry()
@@ -337,7 +305,7 @@ def test_otel_observer_follows_genai_conventions(otel: tuple[object, object, obj
     dumped = span.to_json()
     assert PROMPT not in dumped and ANSWER not in dumped
 
-    points = _points(reader)
+    points = metric_points(reader)
     usage = {p.attributes["gen_ai.token.type"]: p.sum for p in points["gen_ai.client.token.usage"]}
     assert usage == {"input": 12, "output": 5}
     assert len(points["gen_ai.client.operation.duration"]) == 1
@@ -352,7 +320,7 @@ def test_otel_observer_marks_failures(otel: tuple[object, object, object]) -> No
     (span,) = exporter.get_finished_spans()  # type: ignore[attr-defined]
     assert span.attributes["error.type"] == "RateLimitError"
     assert span.status.status_code.name == "ERROR"
-    (duration,) = _points(reader)["gen_ai.client.operation.duration"]
+    (duration,) = metric_points(reader)["gen_ai.client.operation.duration"]
     assert duration.attributes["error.type"] == "RateLimitError"
     # events for an unknown request are ignored, not errors
     observer.on_event(RequestEnded(request_id="never-started", ok=True))  # type: ignore[attr-defined]

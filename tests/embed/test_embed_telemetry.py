@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from helpers import metric_points
 
 import anyinfer as ai
 from anyinfer._adapters.registry import ProviderRegistry
@@ -304,37 +305,6 @@ def test_a_token_billed_rerank_is_priced_by_input_tokens() -> None:
 # --- OpenTelemetry ---------------------------------------------------------------------
 
 
-@pytest.fixture
-def otel() -> Iterator[tuple[Any, Any, Any]]:
-    pytest.importorskip("opentelemetry.sdk")
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from anyinfer.otel import OpenTelemetryObserver
-
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    meter_provider = MeterProvider(metric_readers=[reader])
-    observer = OpenTelemetryObserver(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    yield observer, exporter, reader
-    meter_provider.shutdown()
-    tracer_provider.shutdown()
-
-
-def _points(reader: Any) -> dict[str, list[Any]]:
-    found: dict[str, list[Any]] = {}
-    for resource in reader.get_metrics_data().resource_metrics:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                found.setdefault(metric.name, []).extend(metric.data.data_points)
-    return found
-
-
 def test_otel_embeddings_span_and_metrics_follow_the_conventions(
     otel: tuple[Any, Any, Any],
 ) -> None:
@@ -368,7 +338,7 @@ def test_otel_embeddings_span_and_metrics_follow_the_conventions(
     dumped = span.to_json()
     assert "quarterly" not in dumped and "diary" not in dumped
 
-    points = _points(reader)
+    points = metric_points(reader)
     (tokens,) = points["gen_ai.client.embeddings.operation.input_tokens"]
     assert tokens.sum == result.usage.input_tokens
     assert tokens.attributes["gen_ai.operation.name"] == "embeddings"
@@ -388,7 +358,7 @@ def test_otel_marks_a_failed_embed_and_maps_rerank_to_a_span(otel: tuple[Any, An
     (failed,) = exporter.get_finished_spans()
     assert failed.status.status_code.name == "ERROR"
     assert failed.attributes["error.type"] == "AllTargetsFailedError"
-    (duration,) = _points(reader)["gen_ai.client.embeddings.duration"]
+    (duration,) = metric_points(reader)["gen_ai.client.embeddings.duration"]
     assert duration.attributes["error.type"] == "AllTargetsFailedError"
 
     exporter.clear()
