@@ -38,6 +38,8 @@ from .._types import Usage
 from ._types import EmbedReply, EmbedRequest
 
 if TYPE_CHECKING:
+    import httpx
+
     from .._adapters.base import HTTPAdapter
     from .._providers.gemini import GeminiAdapter
 
@@ -98,15 +100,24 @@ def _count(provider: str, got: int, sent: int) -> ProtocolError:
 
 
 def embed_body(
-    request: EmbedRequest, inputs_key: str, encoding: bool, *, dimensions_key: str = "dimensions"
+    request: EmbedRequest,
+    inputs_key: str,
+    encoding: bool,
+    *,
+    dimensions_key: str = "dimensions",
+    input_type_key: str | None = None,
 ) -> dict[str, Any]:
     """An OpenAI-shaped embeddings body: model, inputs, `encoding_format` when
-    `encoding`, dimensions under `dimensions_key`, then the provider options."""
+    `encoding`, dimensions under `dimensions_key`, the `input_type` as it is under
+    `input_type_key` when given (Azure AI model inference's), then the provider
+    options."""
     body: dict[str, Any] = {"model": request.model, inputs_key: list(request.inputs)}
     if encoding:
         body["encoding_format"] = request.encoding
     if request.dimensions is not None:
         body[dimensions_key] = request.dimensions
+    if input_type_key is not None and request.input_type is not None:
+        body[input_type_key] = request.input_type
     body.update(request.provider_options)
     return body
 
@@ -120,10 +131,27 @@ def _no_input_type(adapter: HTTPAdapter, request: EmbedRequest, api: str) -> tup
     )
 
 
-async def _post_json(adapter: HTTPAdapter, path: str, body: Mapping[str, Any]) -> Any:
-    response = await adapter.send("POST", path, json_body=body)
+async def _post_json(
+    adapter: HTTPAdapter,
+    path: str,
+    body: Mapping[str, Any],
+    headers: Mapping[str, str] | None = None,
+) -> Any:
+    """POST `body` as JSON and read the JSON answer (the response closed after)."""
+    payload, _ = await _post_json_headers(adapter, path, body, headers)
+    return payload
+
+
+async def _post_json_headers(
+    adapter: HTTPAdapter,
+    path: str,
+    body: Mapping[str, Any],
+    headers: Mapping[str, str] | None = None,
+) -> tuple[Any, httpx.Headers]:
+    """`_post_json`, with the response headers too (for counts a provider sends there)."""
+    response = await adapter.send("POST", path, json_body=body, headers=headers)
     try:
-        return await adapter.read_json(response)
+        return await adapter.read_json(response), response.headers
     finally:
         await response.aclose()
 

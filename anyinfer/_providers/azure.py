@@ -178,24 +178,14 @@ class AzureFoundryAdapter(OpenAICompatAdapter):
         and `extra-parameters: pass-through` when provider options add fields of their
         own, as for chat.
         """
-        from .._embed._wire import openai_embed, openai_shaped_reply
+        from .._embed._wire import _post_json, embed_body, openai_embed, openai_shaped_reply
 
         path = self.embeddings_route(request.model)
         if self.api != "model-inference":
             return await openai_embed(self, request, path)
-        body: dict[str, Any] = {"input": list(request.inputs), "model": request.model}
-        body["encoding_format"] = request.encoding
-        if request.dimensions is not None:
-            body["dimensions"] = request.dimensions
-        if request.input_type is not None:
-            body["input_type"] = request.input_type
-        body.update(request.provider_options)
+        body = embed_body(request, "input", True, input_type_key="input_type")
         headers = {"extra-parameters": "pass-through"} if request.provider_options else None
-        response = await self.send("POST", path, json_body=body, headers=headers)
-        try:
-            payload = await self.read_json(response)
-        finally:
-            await response.aclose()
+        payload = await _post_json(self, path, body, headers)
         return openai_shaped_reply(self, request, payload)
 
     # --- errors --------------------------------------------------------------------

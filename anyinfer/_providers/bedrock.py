@@ -1062,17 +1062,12 @@ class BedrockAdapter(HTTPAdapter):
         self, model: str, body: Mapping[str, Any]
     ) -> tuple[dict[str, Any], httpx.Headers]:
         """One InvokeModel call: the JSON answer and the response headers."""
-        response = await self.send(
-            "POST",
-            f"/model/{quote(model, safe='')}/invoke",
-            json_body=body,
-            headers={"accept": "application/json"},
-        )
-        try:
-            payload = await self.read_json(response)
-        finally:
-            await response.aclose()
-        return as_dict(payload, self.instance_id, "body"), response.headers
+        from .._embed._wire import _post_json_headers
+
+        path = f"/model/{quote(model, safe='')}/invoke"
+        accept = {"accept": "application/json"}
+        payload, headers = await _post_json_headers(self, path, body, accept)
+        return as_dict(payload, self.instance_id, "body"), headers
 
     def _header_int(self, headers: httpx.Headers, name: str) -> int | None:
         value = headers.get(name)

@@ -42,7 +42,7 @@ from .._adapters.framing import loads_or_none
 from .._adapters.profile import AdapterProfile
 from .._embed._rankwire import ranked_documents
 from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
-from .._embed._wire import _count, decode_vector
+from .._embed._wire import _count, _post_json_headers, decode_vector
 from .._errors import ProtocolError
 from .._types import Usage
 from ._wire import as_dict, as_list, opt_int, opt_str
@@ -99,12 +99,8 @@ class TEIAdapter(HTTPAdapter):
     async def _post(self, path: str, body: Mapping[str, Any]) -> tuple[Any, Usage]:
         """POST `body` and read the JSON answer and the `x-compute-tokens` header."""
         pid = self.instance_id
-        response = await self.send("POST", path, json_body=body)
-        try:
-            payload = await self.read_json(response)
-        finally:
-            await response.aclose()
-        header = response.headers.get("x-compute-tokens")
+        payload, headers = await _post_json_headers(self, path, body)
+        header = headers.get("x-compute-tokens")
         tokens = None
         if header is not None:
             if not (header.isascii() and header.isdigit()):
