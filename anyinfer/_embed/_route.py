@@ -56,8 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
-    "Noted",
-    "Phased",
     "Reply",
     "Served",
     "UnaryCall",
@@ -79,7 +77,6 @@ __all__ = [
     "walk",
 ]
 
-R = TypeVar("R", bound="Phased")
 A = TypeVar("A", bound="Reply")
 T = TypeVar("T")
 Q = TypeVar("Q", "EmbedRequest", "RerankRequest")
@@ -167,22 +164,14 @@ def strings(value: object, *, call: str, name: str, noun: str, single: bool) -> 
     return texts
 
 
-class Phased(Protocol):
-    """A reply that may carry provider-reported sub-timings (milliseconds)."""
-
-    @property
-    def phases(self) -> Mapping[str, float]: ...
-
-
-class Noted(Phased, Protocol):
-    """A reply that carries non-fatal notices and sub-timings."""
+class Reply(Protocol):
+    """A unary reply (`EmbedReply`, `RerankReply`): notices, sub-timings and usage."""
 
     @property
     def warnings(self) -> tuple[str, ...]: ...
 
-
-class Reply(Noted, Protocol):
-    """A unary reply (`EmbedReply`, `RerankReply`): notices, sub-timings and usage."""
+    @property
+    def phases(self) -> Mapping[str, float]: ...
 
     @property
     def usage(self) -> Usage: ...
@@ -192,12 +181,12 @@ async def walk(
     route: Route,
     targets: Sequence[ResolvedTarget],
     breakers: Breakers,
-    attempt: Callable[[ResolvedTarget], Awaitable[R]],
+    attempt: Callable[[ResolvedTarget], Awaitable[A]],
     trail: list[AttemptRecord],
     *,
     what: str,
-    on_record: Callable[[AttemptRecord, R | None], None] | None = None,
-) -> tuple[R, ResolvedTarget]:
+    on_record: Callable[[AttemptRecord, A | None], None] | None = None,
+) -> tuple[A, ResolvedTarget]:
     """Try `attempt` on each target of `route` in order, until one answers.
 
     Args:
@@ -221,7 +210,7 @@ async def walk(
     """
     from .._client.attempt import _counts_against_health
 
-    def note(record: AttemptRecord, reply: R | None = None) -> None:
+    def note(record: AttemptRecord, reply: A | None = None) -> None:
         trail.append(record)
         if on_record is not None:
             on_record(record, reply)
@@ -618,7 +607,7 @@ def summed(usages: Sequence[Usage]) -> Usage:
     return Usage(input_tokens=inp, total_tokens=tot if tot is not None else inp)
 
 
-def notes(replies: Iterable[Noted]) -> tuple[tuple[str, ...], dict[str, float]]:
+def notes(replies: Iterable[Reply]) -> tuple[tuple[str, ...], dict[str, float]]:
     """The replies' warnings (each once, in the order first seen) and their phases
     summed by name."""
     warnings: dict[str, None] = {}
