@@ -432,12 +432,16 @@ class Dialect(ABC):
         return None
 
     def render_embeddings(self, request_json: Any) -> Rendered:
-        """The successful answer to an embedding request (`is_embedding`).
+        """The successful answer to an embedding request (`is_embedding`): by default,
+        for a dialect that overrides `render_embedding_answer`, that without a shape
+        (at no particular path).
 
         Raises:
             NotImplementedError: For a dialect whose protocol has no embeddings.
         """
-        raise NotImplementedError(f"the {self.name} dialect serves no embeddings")
+        if type(self).render_embedding_answer is Dialect.render_embedding_answer:
+            raise NotImplementedError(f"the {self.name} dialect serves no embeddings")
+        return self.render_embedding_answer("", request_json, None)
 
     def embedding_fault_at(self, path: str, request_json: Any) -> Fault | None:
         """`embedding_fault` for a request at `path` (what the servers call).

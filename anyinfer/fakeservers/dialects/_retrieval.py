@@ -145,20 +145,6 @@ class RetrievalDialect(Dialect):
             indexed=indexed,
         )
 
-    def render_embeddings(self, request_json: Any) -> Rendered:
-        """The plain answer (`render_embedding_answer` without a shape)."""
-        return self.render_embedding_answer("", request_json, None)
-
-    def render_embedding_answer(
-        self, path: str, request_json: Any, shape: EmbedShape | None
-    ) -> Rendered:
-        """The answer to an embedding request, shaped by `shape` (see `embedding_rows`).
-
-        Raises:
-            NotImplementedError: In a subclass that renders no embeddings.
-        """
-        raise NotImplementedError(f"the {self.name} dialect serves no embeddings")
-
     def json_answer(
         self,
         payload: Any,

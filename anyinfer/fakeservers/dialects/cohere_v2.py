@@ -392,10 +392,6 @@ class CohereV2Dialect(Dialect):
         """Cohere's 400 for an embed body it refuses (`embed_fault`)."""
         return embed_fault(request_json)
 
-    def render_embeddings(self, request_json: Any) -> Rendered:
-        """Cohere's `embeddings_by_type` answer (`embed_payload`)."""
-        return self.render_embedding_answer("", request_json, None)
-
     def render_embedding_answer(
         self, path: str, request_json: Any, shape: EmbedShape | None
     ) -> Rendered:

@@ -343,10 +343,6 @@ class OllamaDialect(Dialect):
 
         return ollama_embed_fault(request_json)
 
-    def render_embeddings(self, request_json: Any) -> Rendered:
-        """Ollama's `/api/embed` answer, encoded as Go encodes it."""
-        return self.render_embedding_answer("", request_json, None)
-
     def embedding_inputs(self, request_json: Any) -> list[str] | None:
         """The body's `input` (one string or a list of them)."""
         from ._embeddings import embedding_texts

@@ -384,10 +384,6 @@ class OpenAIChatDialect(Dialect):
 
         return openai_embeddings_fault(request_json)
 
-    def render_embeddings(self, request_json: Any) -> Rendered:
-        """OpenAI's embeddings list (float arrays, or base64 float32 when asked)."""
-        return self.render_embedding_answer("", request_json, None)
-
     def embedding_inputs(self, request_json: Any) -> list[str] | None:
         """The body's `input` (one string or a list of them)."""
         from ._embeddings import embedding_texts
