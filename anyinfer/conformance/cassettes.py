@@ -311,6 +311,28 @@ def unplayed(cassette: Any) -> list[str]:
     return out
 
 
+def _request_body(request: dict[str, Any]) -> Any:
+    """A recorded request's JSON body, or `None` (no body, or not JSON)."""
+    try:
+        return json.loads(request.get("body") or "null")
+    except ValueError:
+        return None
+
+
+def _recorded_response(response: dict[str, Any]) -> tuple[bytes, list[tuple[str, str]]]:
+    """A recorded response's body bytes and headers, without the ones that describe the
+    recorded transfer (encoding, length), which do not hold for the replayed bytes."""
+    content = response["body"]["string"]
+    raw = content.encode() if isinstance(content, str) else bytes(content)
+    headers = [
+        (k, v)
+        for k, values in response["headers"].items()
+        for v in values
+        if k.lower() not in ("content-encoding", "transfer-encoding", "content-length")
+    ]
+    return raw, headers
+
+
 def replay_interactions(harness: Any, recordings: list[Path]) -> int:
     """Replay every generation request in `recordings` through `harness`'s adapter.
 
@@ -340,23 +362,13 @@ def replay_interactions(harness: Any, recordings: list[Path]) -> int:
         data = yaml.safe_load(path.read_text("utf-8"))
         for number, interaction in enumerate(data.get("interactions", [])):
             request, response = interaction["request"], interaction["response"]
-            try:
-                body = json.loads(request.get("body") or "null")
-            except ValueError:
-                body = None
+            body = _request_body(request)
             if request["method"] != "POST" or not isinstance(body, dict):
                 continue  # discovery and other non-generation traffic
             if harness.dialect.is_embedding("POST", urlsplit(request["uri"]).path):
                 continue  # replayed by `replay_embeddings`
             stream = bool(body.get("stream"))
-            content = response["body"]["string"]
-            raw = content.encode() if isinstance(content, str) else bytes(content)
-            headers = [(k, v) for k, values in response["headers"].items() for v in values]
-            headers = [
-                (k, v)
-                for k, v in headers
-                if k.lower() not in ("content-encoding", "transfer-encoding", "content-length")
-            ]
+            raw, headers = _recorded_response(response)
 
             def answer(
                 _request: httpx.Request,
@@ -449,10 +461,7 @@ def replay_embeddings(harness: Any, recordings: list[Path]) -> int:
         data = yaml.safe_load(path.read_text("utf-8"))
         for number, interaction in enumerate(data.get("interactions", [])):
             request, response = interaction["request"], interaction["response"]
-            try:
-                body = json.loads(request.get("body") or "null")
-            except ValueError:
-                body = None
+            body = _request_body(request)
             inputs = dialect.embedding_inputs(body) if isinstance(body, dict) else None
             uri_path = urlsplit(request["uri"]).path
             if request["method"] != "POST" or not inputs:
@@ -461,15 +470,8 @@ def replay_embeddings(harness: Any, recordings: list[Path]) -> int:
                 continue
             assert isinstance(body, dict)
             where = f"{path.name} interaction {number}"
-            content = response["body"]["string"]
-            raw = content.encode() if isinstance(content, str) else bytes(content)
+            raw, headers = _recorded_response(response)
             status = response["status"]["code"]
-            headers = [
-                (k, v)
-                for k, values in response["headers"].items()
-                for v in values
-                if k.lower() not in ("content-encoding", "transfer-encoding", "content-length")
-            ]
             sent: list[Any] = []
 
             def answer(
