@@ -158,8 +158,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BEDROCK_INPUTS",
-    "COHERE_DEFAULT_INPUT_TYPE",
-    "COHERE_INPUT_TYPES",
     "DEFAULT_SERVICE",
     "EXCEPTION_KINDS",
     "FINISH_MAP",
@@ -229,16 +227,6 @@ INPUT_TOKENS_HEADER = "x-amzn-bedrock-input-token-count"
 
 INVOCATION_LATENCY_HEADER = "x-amzn-bedrock-invocation-latency"
 """InvokeModel's model latency in milliseconds (the phase `provider_latency_ms`)."""
-
-COHERE_INPUT_TYPES: Mapping[str, str] = {
-    "query": "search_query",
-    "document": "search_document",
-}
-"""Neutral `input_type` values and Cohere's names for them; Cohere's own names
-(`search_query`, `classification`, `clustering`, ...) pass through."""
-
-COHERE_DEFAULT_INPUT_TYPE = "search_document"
-"""Sent when the call gives no `input_type`: Cohere Embed on Bedrock requires one."""
 
 _TITAN_EMBED = re.compile(r"(?:^|\.)amazon\.titan-embed-")
 _COHERE_EMBED = re.compile(r"(?:^|\.)cohere\.embed-")
@@ -1128,17 +1116,10 @@ class BedrockAdapter(HTTPAdapter):
     async def _cohere_embed(self, request: EmbedRequest) -> EmbedReply:
         from .._embed._types import EmbedReply
         from .._embed._wire import _count, decode_vector
+        from .cohere import embed_input_type
 
         pid = self.instance_id
-        warnings: tuple[str, ...] = ()
-        if request.input_type is None:
-            input_type = COHERE_DEFAULT_INPUT_TYPE
-            warnings = (
-                f"{pid}: Cohere Embed requires an input_type; none was given, so "
-                f"{COHERE_DEFAULT_INPUT_TYPE!r} was sent (pass input_type='query' for queries)",
-            )
-        else:
-            input_type = COHERE_INPUT_TYPES.get(request.input_type, request.input_type)
+        input_type, warnings = embed_input_type(request.input_type, pid)
         body: dict[str, Any] = {"texts": list(request.inputs), "input_type": input_type}
         if request.dimensions is not None:
             body["output_dimension"] = request.dimensions  # Embed v4; v3 refuses it

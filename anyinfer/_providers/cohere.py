@@ -116,6 +116,7 @@ __all__ = [
     "DEFAULT_INPUT_TYPE",
     "EMBED_PATH",
     "INPUT_TYPES",
+    "embed_input_type",
     "RERANK_PATH",
     "FALLBACK_API_KEY_ENV",
     "FINISH_MAP",
@@ -138,6 +139,23 @@ INPUT_TYPES: Mapping[str, str] = {"query": "search_query", "document": "search_d
 
 DEFAULT_INPUT_TYPE = "search_document"
 """The `input_type` sent when the call gives none (Cohere requires one)."""
+
+
+def embed_input_type(input_type: str | None, provider: str) -> tuple[str, tuple[str, ...]]:
+    """The `input_type` Cohere Embed is sent for a call's (on Cohere's API and on
+    Bedrock alike), with the warning to attach when the call gave none.
+
+    `query` and `document` become `search_query` and `search_document` (`INPUT_TYPES`),
+    Cohere's own names pass through, and no input type sends `DEFAULT_INPUT_TYPE`:
+    every current Cohere embed model requires one.
+    """
+    if input_type is not None:
+        return INPUT_TYPES.get(input_type, input_type), ()
+    return DEFAULT_INPUT_TYPE, (
+        f"{provider}: Cohere Embed requires an input_type; none was given, so "
+        f"{DEFAULT_INPUT_TYPE!r} was sent (pass input_type='query' for queries)",
+    )
+
 
 _EMBED_TYPES = ("float", "base64", "int8", "uint8")
 """The `embeddings` keys read, in order of preference (all decode to float vectors)."""
@@ -224,15 +242,7 @@ class CohereAdapter(HTTPAdapter):
         from .._embed._wire import _count, _post_json, decode_vector
 
         pid = self.instance_id
-        warnings: list[str] = []
-        if request.input_type is None:
-            input_type = DEFAULT_INPUT_TYPE
-            warnings.append(
-                f"{pid}: Cohere embed models require an input_type; none was given, so "
-                f"{DEFAULT_INPUT_TYPE!r} was sent (pass input_type='query' for queries)"
-            )
-        else:
-            input_type = INPUT_TYPES.get(request.input_type, request.input_type)
+        input_type, warnings = embed_input_type(request.input_type, pid)
         body: dict[str, Any] = {
             "model": request.model,
             "texts": list(request.inputs),
@@ -264,9 +274,7 @@ class CohereAdapter(HTTPAdapter):
         vectors = tuple(
             decode_vector(row, pid, f"embeddings.{kind}[{i}]") for i, row in enumerate(rows)
         )
-        return EmbedReply(
-            vectors=vectors, usage=self._meta_usage(payload), warnings=tuple(warnings)
-        )
+        return EmbedReply(vectors=vectors, usage=self._meta_usage(payload), warnings=warnings)
 
     async def rerank(self, request: RerankRequest) -> RerankReply:
         """`POST /v2/rerank`: one request's documents, best first."""
