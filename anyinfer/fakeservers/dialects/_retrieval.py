@@ -23,7 +23,7 @@ import struct
 from typing import Any, ClassVar
 
 from .._script import EmbedShape, Fault, Frame, Rendered, Script
-from ._base import Dialect, json_bytes
+from ._base import Dialect, EmbeddingProfile, json_bytes
 from ._embeddings import (
     EmbeddingRows,
     embedding_rows,
@@ -169,6 +169,19 @@ class IndexedRetrievalDialect(RetrievalDialect):
     """Voyage AI's and Jina AI's common ground: `POST …/embeddings` with OpenAI's `input`
     texts, answered by indexed `data[]` entries and `usage.total_tokens`;
     `POST …/rerank`; errors as FastAPI's `{"detail": message}` with the status."""
+
+    embedding = EmbeddingProfile(
+        # OpenAI's shape: every `data[]` entry carries its `index` (Voyage's recordings,
+        # Jina's documentation); floats or base64 float32 (Voyage's `encoding_format:
+        # "base64"`, its SDK's default; Jina's `embedding_type: "base64"`);
+        # `usage.total_tokens` is on every recorded Voyage answer and in Jina's
+        # documentation; `dimensions_key` shortens the vectors.
+        indexed=True,
+        encodings=("float", "base64"),
+        usage="always",
+        dimensions=True,
+        breaks=("wrong_dimensions", "missing_entry", "duplicate_index"),
+    )
 
     def render_error(self, fault: Fault) -> Rendered:
         """`{"detail": message}` with the fault's status (and `Retry-After`)."""

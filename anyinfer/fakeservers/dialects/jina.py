@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 from .._script import EmbedShape, Fault, Rendered
-from ._base import EmbeddingProfile
 from ._retrieval import (
     IndexedRetrievalDialect,
     fake_ranking,
@@ -43,21 +42,11 @@ def _invalid(message: str) -> Fault:
 
 class JinaDialect(IndexedRetrievalDialect):
     """Jina AI's `/embeddings` and `/rerank` (see the module documentation); the paths,
-    the `input` texts, the `{"detail"}` errors and the answer reader are
-    `IndexedRetrievalDialect`'s."""
+    the `input` texts, the `{"detail"}` errors, the embedding profile and the answer
+    reader are `IndexedRetrievalDialect`'s."""
 
     name = "jina"
     base_path = "/v1"
-    embedding = EmbeddingProfile(
-        # OpenAI's shape: every entry carries its `index`; floats or, for
-        # `embedding_type: "base64"`, base64 float32; `usage.total_tokens` documented.
-        indexed=True,
-        encodings=("float", "base64"),
-        usage="always",
-        dimensions=True,
-        breaks=("wrong_dimensions", "missing_entry", "duplicate_index"),
-    )
-
     # --- embeddings ------------------------------------------------------------------
 
     def embedding_fault(self, request_json: Any) -> Fault | None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 from typing import Any
 
 from .._script import EmbedShape, Fault, Rendered
-from ._base import EmbeddingProfile
 from ._retrieval import (
     IndexedRetrievalDialect,
     fake_ranking,
@@ -49,22 +48,12 @@ def _bad(message: str) -> Fault:
 
 class VoyageDialect(IndexedRetrievalDialect):
     """Voyage AI's `/embeddings` and `/rerank` (see the module documentation); the paths,
-    the `input` texts, the `{"detail"}` errors and the answer reader are
-    `IndexedRetrievalDialect`'s."""
+    the `input` texts, the `{"detail"}` errors, the embedding profile and the answer
+    reader are `IndexedRetrievalDialect`'s."""
 
     name = "voyage"
     base_path = "/v1"
     dimensions_key = "output_dimension"
-    embedding = EmbeddingProfile(
-        # Every `data[]` entry carries its `index`; `usage.total_tokens` is on every
-        # recorded answer; `encoding_format: "base64"` (the SDK's default) or floats.
-        indexed=True,
-        encodings=("float", "base64"),
-        usage="always",
-        dimensions=True,
-        breaks=("wrong_dimensions", "missing_entry", "duplicate_index"),
-    )
-
     # --- embeddings ------------------------------------------------------------------
 
     def embedding_fault(self, request_json: Any) -> Fault | None:
