@@ -28,7 +28,7 @@ import base64
 import binascii
 import sys
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._adapters.errormap import message_and_code
@@ -97,6 +97,17 @@ def _count(provider: str, got: int, sent: int) -> ProtocolError:
         f"{provider}: the provider returned {got} embedding(s) for {sent} input(s)",
         provider=provider,
     )
+
+
+def known_sum(counts: Iterable[int | None]) -> int | None:
+    """The sum of the token counts of several requests (one batch fanned out), or
+    `None` when any of them is unknown."""
+    total = 0
+    for count in counts:
+        if count is None:
+            return None
+        total += count
+    return total
 
 
 def embed_body(

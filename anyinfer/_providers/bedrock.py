@@ -1077,15 +1077,10 @@ class BedrockAdapter(HTTPAdapter):
     async def _titan_embed(self, request: EmbedRequest) -> EmbedReply:
         from .._embed._fanout import fan_out
         from .._embed._types import EmbedReply
-        from .._embed._wire import decode_vector
+        from .._embed._wire import _no_input_type, decode_vector, known_sum
 
         pid = self.instance_id
-        warnings: tuple[str, ...] = ()
-        if request.input_type is not None:
-            warnings = (
-                f"{pid}: Amazon Titan Text Embeddings have no input type; input_type="
-                f"{request.input_type!r} was not sent",
-            )
+        warnings = _no_input_type(self, request, "Amazon Titan Text Embeddings")
 
         async def one(text: str) -> tuple[array[float], int | None, dict[str, float]]:
             body: dict[str, Any] = {"inputText": text}
@@ -1100,8 +1095,7 @@ class BedrockAdapter(HTTPAdapter):
             return vector, tokens, self._latency(headers)
 
         results = await fan_out(one, request.inputs)
-        counts = [tokens for _, tokens, _ in results]
-        known = None if any(c is None for c in counts) else sum(c or 0 for c in counts)
+        known = known_sum(tokens for _, tokens, _ in results)
         phases: dict[str, float] = {}
         for _, _, latency in results:
             for name, ms in latency.items():

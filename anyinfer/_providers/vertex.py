@@ -630,7 +630,7 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         """
         from .._embed._fanout import fan_out
         from .._embed._types import EmbedReply
-        from .._embed._wire import gemini_task_type, gemini_task_warnings
+        from .._embed._wire import gemini_task_type, gemini_task_warnings, known_sum
 
         model_id = request.model.rsplit("/", 1)[-1]
         task = gemini_task_type(request.input_type)
@@ -646,8 +646,7 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         else:
             replies = [await self._predict(request, request.inputs, task)]
         vectors = tuple(v for vecs, _ in replies for v in vecs)
-        counts = [n for _, n in replies]
-        tokens = None if any(n is None for n in counts) else sum(n or 0 for n in counts)
+        tokens = known_sum(n for _, n in replies)
         return EmbedReply(
             vectors=vectors,
             usage=Usage(input_tokens=tokens, total_tokens=tokens),
@@ -663,7 +662,7 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         self, request: EmbedRequest, texts: Sequence[str], task: str | None
     ) -> tuple[list[array[float]], int | None]:
         """`:predict` for `texts`: their vectors and summed `statistics.token_count`."""
-        from .._embed._wire import _count, decode_vector
+        from .._embed._wire import _count, decode_vector, known_sum
 
         pid = self.instance_id
         instances = [
@@ -680,15 +679,14 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         if len(predictions) != len(texts):
             raise _count(pid, len(predictions), len(texts))
         vectors: list[array[float]] = []
-        tokens: int | None = 0
+        counts: list[int | None] = []
         for i, item in enumerate(predictions):
             where = f"predictions[{i}].embeddings"
             emb = as_dict(as_dict(item, pid, f"predictions[{i}]").get("embeddings"), pid, where)
             vectors.append(decode_vector(emb.get("values"), pid, f"{where}.values"))
             stats = opt_dict(emb.get("statistics"), pid, f"{where}.statistics")
-            count = _token_count(stats.get("token_count") if stats else None, pid, where)
-            tokens = None if tokens is None or count is None else tokens + count
-        return vectors, tokens
+            counts.append(_token_count(stats.get("token_count") if stats else None, pid, where))
+        return vectors, known_sum(counts)
 
     async def _embed_content(
         self, request: EmbedRequest, text: str, task: str | None
