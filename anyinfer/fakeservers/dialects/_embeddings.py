@@ -44,6 +44,7 @@ __all__ = [
     "openai_embeddings_payload",
     "read_ollama_embeddings",
     "read_openai_embeddings",
+    "string_list",
     "token_count",
 ]
 
@@ -56,15 +57,17 @@ OPENAI_MAX_INPUTS = 2048
 _WORD = re.compile(r"\w+")
 
 
-def _inputs(request_json: Any) -> list[str] | None:
-    if not isinstance(request_json, dict):
-        return None
-    value = request_json.get("input")
+def string_list(value: Any) -> list[str] | None:
+    """`value` as a list of strings (one string is a list of one), else `None`."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
     return None
+
+
+def _inputs(request_json: Any) -> list[str] | None:
+    return string_list(request_json.get("input")) if isinstance(request_json, dict) else None
 
 
 def _dimensions(request_json: Any) -> int | None:

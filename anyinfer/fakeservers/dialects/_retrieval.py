@@ -27,9 +27,11 @@ from ._base import Dialect, EmbeddingProfile, json_bytes
 from ._embeddings import (
     EmbeddingRows,
     embedding_rows,
+    embedding_texts,
     fake_vector,
     float32_json,
     read_openai_embeddings,
+    string_list,
     token_count,
 )
 
@@ -67,15 +69,6 @@ def rerank_tokens(query: str, documents: list[str]) -> int:
     """The fake's token count of a rerank: the query's tokens once per document plus
     every document's (as Voyage's FAQ counts them)."""
     return sum(token_count(query) + token_count(d) for d in documents)
-
-
-def string_list(value: Any) -> list[str] | None:
-    """`value` as a list of strings (one string is a list of one), else `None`."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return list(value)
-    return None
 
 
 def indexed_entries(rows: EmbeddingRows, as_base64: bool) -> list[dict[str, Any]]:
@@ -194,8 +187,8 @@ class IndexedRetrievalDialect(RetrievalDialect):
         return method == "POST" and path.rstrip("/").endswith("/embeddings")
 
     def embedding_inputs(self, request_json: Any) -> list[str] | None:
-        """The request's `input` texts."""
-        return string_list(request_json.get("input")) if isinstance(request_json, dict) else None
+        """The request's `input` texts (OpenAI's: `embedding_texts`)."""
+        return embedding_texts(request_json)
 
     def read_embedding_answer(self, payload: Any) -> tuple[list[list[float]], int | None] | None:
         """`data[].embedding` in `index` order and `usage.total_tokens` (their only
