@@ -7,36 +7,53 @@ import inspect
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from .._errors import ConfigError
 from .._messages import MessagesInput
-from .._request import DEFAULT_MAX_ROUNDS, ReasoningEffort, Sampling, ToolChoice, ToolSpec
-from .._settings import ProviderSettings
+from .._request import DEFAULT_MAX_ROUNDS
 from .._stream.generation import SyncStream, _LoopThread
 from .._types import Generation, ResolvedTarget, Target
 from .aclient import AsyncClient, call_keywords
-from .credentials import ResolverChain
 from .route import Route
 
 if TYPE_CHECKING:
-    from .._adapters.registry import ProviderRegistry
-    from .._knowledge.budget import TokenEstimator
     from .._knowledge.capabilities import ModelCapabilities
     from .._knowledge.catalog import Catalog
     from .._knowledge.pricing import PricingTable
     from .._local.store import ModelStore
-    from .._structured.output import Repair, SchemaSpec, SupportsJSONSchema
     from .._telemetry import Observer
 
 __all__ = ["Client"]
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
-_F = TypeVar("_F", bound=Callable[..., Any])
+_S = TypeVar("_S")
+
+
+def _signed_as(
+    method: Callable[Concatenate[AsyncClient, _P], Any],
+) -> Callable[[Callable[Concatenate[_S, ...], _T]], Callable[Concatenate[_S, _P], _T]]:
+    """Give a `Client` method the parameters of its `AsyncClient` counterpart.
+
+    Type checkers see them through `ParamSpec`, `inspect.signature` and the docs through
+    `__signature__` (the return annotation stays the method's own), so the two cannot
+    drift. The method is returned as it is: it takes `*args, **kwargs` and passes them
+    on unchanged, so the facade holds no argument logic and adds no call layer.
+
+    Args:
+        method: The `AsyncClient` method whose parameters are given.
+    """
+
+    def sign(call: Callable[Concatenate[_S, ...], _T]) -> Callable[Concatenate[_S, _P], _T]:
+        fields: Any = call
+        returns = inspect.signature(call).return_annotation
+        fields.__signature__ = inspect.signature(method).replace(return_annotation=returns)
+        return call
+
+    return sign
 
 
 def _blocking(
@@ -46,9 +63,8 @@ def _blocking(
 ) -> Callable[Concatenate[Client, _P], _T]:
     """The `Client` method that runs an `AsyncClient` coroutine method on the client's loop.
 
-    It has the async method's signature (for type checkers through `ParamSpec`, for
-    `inspect.signature` and the docs through `__signature__`), so the two cannot drift,
-    and forwards its arguments unchanged: the facade holds no argument logic.
+    It has the async method's signature (`_signed_as`) and forwards its arguments
+    unchanged.
 
     Args:
         method: The `AsyncClient` method, looked up on the client's `AsyncClient` at
@@ -58,7 +74,7 @@ def _blocking(
     """
     name = method.__name__
 
-    def call(self: Client, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    def call(self: Client, /, *args: Any, **kwargs: Any) -> _T:
         coro: Coroutine[Any, Any, _T] = getattr(self._async, name)(*args, **kwargs)
         return self._call(coro)
 
@@ -72,20 +88,26 @@ def _direct(
     the calling thread)."""
     name = method.__name__
 
-    def call(self: Client, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    def call(self: Client, /, *args: Any, **kwargs: Any) -> _T:
         result: _T = getattr(self._async, name)(*args, **kwargs)
         return result
 
     return _twin(call, method, summary, notes)
 
 
-def _twin(call: _F, method: Callable[..., Any], summary: str, notes: tuple[str, ...]) -> _F:
+def _twin(
+    call: Callable[Concatenate[Client, ...], _T],
+    method: Callable[Concatenate[AsyncClient, _P], Any],
+    summary: str,
+    notes: tuple[str, ...],
+) -> Callable[Concatenate[Client, _P], _T]:
     """`call` named, documented and signed as `method`'s `Client` form."""
     name = method.__name__
     fields: Any = call
     fields.__name__ = name
     fields.__qualname__ = f"Client.{name}"
-    fields.__signature__ = inspect.signature(method)
+    # It returns what the async method does (its result, for a coroutine method).
+    fields.__annotations__["return"] = inspect.signature(method).return_annotation
     paragraphs = (
         summary,
         f"The blocking form of `AsyncClient.{name}`, with the same signature: see it for "
@@ -93,7 +115,7 @@ def _twin(call: _F, method: Callable[..., Any], summary: str, notes: tuple[str, 
         *notes,
     )
     fields.__doc__ = "\n\n".join(paragraphs)
-    return call
+    return _signed_as(method)(call)
 
 
 class Client:
@@ -112,33 +134,18 @@ class Client:
 
     Every method has its `AsyncClient` counterpart's signature, so type checkers and
     IDEs see the real keywords, and forwards its arguments unchanged: the facade holds no
-    argument logic of its own. Most are made from the async method itself (`_blocking`),
-    so the two signatures cannot drift; `__init__` and `stream` (which returns a
-    `SyncStream`) restate theirs, and a test compares them with the spec page.
+    argument logic of its own. Most are made from the async method itself (`_blocking`);
+    `__init__` and `stream` (which returns a `SyncStream`) take its parameters
+    (`_signed_as`). So the two signatures cannot drift, and only `run_tools` restates
+    its own (the spec gives `tools` another type); a test compares them with the spec
+    page.
     """
 
-    def __init__(
-        self,
-        providers: Sequence[ProviderSettings] | None = None,
-        *,
-        registry: ProviderRegistry | None = None,
-        catalog: Catalog | None = None,
-        route: Route | None = None,
-        observers: Sequence[Observer] | None = None,
-        resolver: ResolverChain | None = None,
-        retain_raw: bool = False,
-        repair: Repair | None = None,
-        use_default_catalog: bool = True,
-        estimator: TokenEstimator | None = None,
-        context_gate: bool = True,
-        pricing_table: PricingTable | None = None,
-        capability_overrides: Mapping[str, ModelCapabilities] | None = None,
-        model_dir: Path | None = None,
-    ) -> None:
-        args = call_keywords(locals())
+    @_signed_as(AsyncClient.__init__)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._loop = _LoopThread()
         try:
-            self._async = AsyncClient(**args)
+            self._async = AsyncClient(*args, **kwargs)
         except BaseException:
             self._loop.stop()
             raise
@@ -261,32 +268,17 @@ class Client:
         """
         return self._call(self._async.run_tools(**call_keywords(locals())))
 
-    def stream(
-        self,
-        messages: MessagesInput,
-        *,
-        target: Target | None = None,
-        route: Route | Target | Sequence[Target] | None = None,
-        schema: SchemaSpec | SupportsJSONSchema | Mapping[str, Any] | None = None,
-        tools: Sequence[ToolSpec] = (),
-        tool_choice: ToolChoice = "auto",
-        sampling: Sampling | None = None,
-        reasoning: ReasoningEffort | None = None,
-        timeout_s: float | None = None,
-        repair: Repair | None = None,
-        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
-        metadata: Mapping[str, str] | None = None,
-        max_response_bytes: int | None = None,
-    ) -> SyncStream:
+    @_signed_as(AsyncClient.stream)
+    def stream(self, *args: Any, **kwargs: Any) -> SyncStream:
         """Start a streaming generation, returning a blocking iterator.
 
-        See `AsyncClient.stream`. Use the result as a context manager so that leaving the
-        block early cancels the in-flight request. Arguments are checked at once.
+        See `AsyncClient.stream`, whose arguments it takes. Use the result as a context
+        manager so that leaving the block early cancels the in-flight request. Arguments
+        are checked at once.
         """
-        args = call_keywords(locals())
         if self._closed:
             raise ConfigError("this client is closed")
-        source = self._async.stream(**args)
+        source = self._async.stream(*args, **kwargs)
         handle = SyncStream(self._loop, lambda: source)
         handle._owner = self  # `client.stream(...)` on a temporary client keeps it alive
         return handle
