@@ -972,6 +972,35 @@ class HTTPAdapter(Adapter):
         body = await self.read_body(response, request)
         return self.parse_json(body)
 
+    async def fetch_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        phase: str = "discover",
+    ) -> Any:
+        """Send a request whose answer is one JSON document and read it, closing the
+        response after (model listings and other discovery calls).
+
+        Args:
+            method: HTTP method.
+            path: Path appended to the base URL (or an absolute URL).
+            json_body: Body, serialized as JSON.
+            params: Query parameters.
+            phase: Lifecycle phase for errors.
+
+        Raises:
+            ProviderError: A typed subclass for an error status or a transport failure.
+            ProtocolError: If the body is not JSON.
+        """
+        response = await self.send(method, path, json_body=json_body, params=params, phase=phase)
+        try:
+            return await self.read_json(response)
+        finally:
+            await response.aclose()
+
     def parse_json(self, data: bytes | str) -> Any:
         """Parse one JSON document, raising `ProtocolError` on malformed input.
 

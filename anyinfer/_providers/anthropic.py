@@ -580,12 +580,7 @@ class AnthropicAdapter(HTTPAdapter):
         found: list[DiscoveredModel] = []
         params = {"limit": _MODELS_PAGE_SIZE}
         for _ in range(_MAX_MODEL_PAGES):
-            response = await self.send("GET", "/models", params=params, phase="discover")
-            try:
-                payload = await self.read_json(response)
-            finally:
-                await response.aclose()
-            body = as_dict(payload, pid, "models")
+            body = as_dict(await self.fetch_json("GET", "/models", params=params), pid, "models")
             for entry in as_list(body.get("data"), pid, "models.data"):
                 entry = as_dict(entry, pid, "models.data[]")
                 model_id = opt_str(entry.get("id"), pid, "models.data[].id")

@@ -214,11 +214,7 @@ class AzureFoundryAdapter(OpenAICompatAdapter):
         if self.api == "model-inference":
             return await self._model_info()
         path = "/openai/v1/models" if self.api == "openai-v1" else "/openai/models"
-        response = await self.send("GET", path, params=self.chat_params(), phase="discover")
-        try:
-            payload = await self.read_json(response)
-        finally:
-            await response.aclose()
+        payload = await self.fetch_json("GET", path, params=self.chat_params())
         pid = self.instance_id
         found: list[DiscoveredModel] = []
         for entry in as_list(as_dict(payload, pid, "models").get("data"), pid, "models.data"):
@@ -245,13 +241,7 @@ class AzureFoundryAdapter(OpenAICompatAdapter):
         return found
 
     async def _model_info(self) -> list[DiscoveredModel]:
-        response = await self.send(
-            "GET", "/models/info", params=self.chat_params(), phase="discover"
-        )
-        try:
-            payload = await self.read_json(response)
-        finally:
-            await response.aclose()
+        payload = await self.fetch_json("GET", "/models/info", params=self.chat_params())
         pid = self.instance_id
         info = as_dict(payload, pid, "models/info")
         name = opt_str(info.get("model_name"), pid, "model_name")

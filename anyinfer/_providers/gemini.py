@@ -766,12 +766,7 @@ class GeminiAdapter(HTTPAdapter):
             params = {"pageSize": _MODELS_PAGE_SIZE}
             if token:
                 params["pageToken"] = token
-            response = await self.send("GET", "/models", params=params, phase="discover")
-            try:
-                payload = await self.read_json(response)
-            finally:
-                await response.aclose()
-            page = as_dict(payload, pid, "models")
+            page = as_dict(await self.fetch_json("GET", "/models", params=params), pid, "models")
             for entry in as_list(page.get("models"), pid, "models.models"):
                 model = self.discovered(as_dict(entry, pid, "models.models[]"))
                 if model is not None:

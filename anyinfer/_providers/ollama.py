@@ -448,13 +448,6 @@ class OllamaAdapter(HTTPAdapter):
 
     # --- discovery -----------------------------------------------------------------
 
-    async def _get_json(self, method: str, path: str, body: Any = None) -> Any:
-        response = await self.send(method, path, json_body=body, phase="discover")
-        try:
-            return await self.read_json(response)
-        finally:
-            await response.aclose()
-
     async def models(self) -> Sequence[DiscoveredModel]:
         """List installed models from `GET /api/tags`.
 
@@ -466,7 +459,7 @@ class OllamaAdapter(HTTPAdapter):
         `show()` for one model.
         """
         pid = self.instance_id
-        payload = as_dict(await self._get_json("GET", "/api/tags"), pid, "tags")
+        payload = as_dict(await self.fetch_json("GET", "/api/tags"), pid, "tags")
         limit = self._show_limit()
         found: list[DiscoveredModel] = []
         for entry in as_list(payload.get("models"), pid, "tags.models"):
@@ -509,7 +502,9 @@ class OllamaAdapter(HTTPAdapter):
             ModelNotFoundError: If the model is not installed.
         """
         pid = self.instance_id
-        payload = as_dict(await self._get_json("POST", "/api/show", {"model": model}), pid, "show")
+        payload = as_dict(
+            await self.fetch_json("POST", "/api/show", json_body={"model": model}), pid, "show"
+        )
         details = opt_dict(payload.get("details"), pid, "show.details") or {}
         info = opt_dict(payload.get("model_info"), pid, "show.model_info") or {}
         facts = _detail_facts(details)
@@ -537,7 +532,7 @@ class OllamaAdapter(HTTPAdapter):
         start = time.monotonic()
         pid = self.instance_id
         try:
-            payload = as_dict(await self._get_json("GET", "/api/tags"), pid, "tags")
+            payload = as_dict(await self.fetch_json("GET", "/api/tags"), pid, "tags")
             count = len(as_list(payload.get("models"), pid, "tags.models"))
         except AnyInferError as exc:
             return Health(pid, False, (time.monotonic() - start) * 1000.0, exc.message)

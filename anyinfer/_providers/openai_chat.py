@@ -390,13 +390,8 @@ class OpenAIChatAdapter(HTTPAdapter):
 
     async def models(self) -> Sequence[DiscoveredModel]:
         """List models from `GET /models`."""
-        response = await self.send("GET", "/models", phase="discover")
-        try:
-            payload = await self.read_json(response)
-        finally:
-            await response.aclose()
         pid = self.instance_id
-        body = as_dict(payload, pid, "models")
+        body = as_dict(await self.fetch_json("GET", "/models"), pid, "models")
         found: list[DiscoveredModel] = []
         for entry in as_list(body.get("data"), pid, "models.data"):
             entry = as_dict(entry, pid, "models.data[]")
