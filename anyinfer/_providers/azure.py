@@ -126,12 +126,11 @@ class AzureFoundryAdapter(OpenAICompatAdapter):
     def default_headers(self) -> dict[str, str]:
         """`api-key` (or `Authorization: Bearer` with `auth="bearer"`) plus the headers."""
         headers = dict(self.settings.headers)
+        if _auth_of(self.settings) == "bearer":
+            return self.with_bearer(headers)
         key = self.settings.api_key
         if key:
-            if _auth_of(self.settings) == "bearer":
-                headers.setdefault("authorization", f"Bearer {key}")
-            else:
-                headers.setdefault("api-key", key)
+            headers.setdefault("api-key", key)
         return headers
 
     # --- routing -------------------------------------------------------------------

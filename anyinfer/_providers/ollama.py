@@ -140,10 +140,7 @@ class OllamaAdapter(HTTPAdapter):
 
     def default_headers(self) -> dict[str, str]:
         """Bearer auth when a key is set, plus the configured headers."""
-        headers = super().default_headers()
-        if self.settings.api_key:
-            headers.setdefault("authorization", f"Bearer {self.settings.api_key}")
-        return headers
+        return self.with_bearer(super().default_headers())
 
     # --- request -------------------------------------------------------------------
 

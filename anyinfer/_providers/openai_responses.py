@@ -182,10 +182,7 @@ class OpenAIResponsesAdapter(HTTPAdapter):
 
     def default_headers(self) -> dict[str, str]:
         """Bearer auth plus the configured headers."""
-        headers = super().default_headers()
-        if self.settings.api_key:
-            headers.setdefault("authorization", f"Bearer {self.settings.api_key}")
-        return headers
+        return self.with_bearer(super().default_headers())
 
     async def aclose(self) -> None:
         """Close the HTTP client (and the discovery delegate's, if one was made)."""
