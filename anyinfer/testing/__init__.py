@@ -54,14 +54,8 @@ __all__ = [
     "UnusedRepliesError",
 ]
 
-for _name in (
-    "Fail",
-    "Reply",
-    "ScriptedCall",
-    "ScriptedProvider",
-    "ScriptedProviders",
-    "ScriptExhaustedError",
-    "UnusedRepliesError",
-):
-    globals()[_name].__module__ = __name__
+# Reprs, tracebacks and docs say `anyinfer.testing.Reply`, not the private module path.
+for _name in __all__:
+    if isinstance(globals()[_name], type):
+        globals()[_name].__module__ = __name__
 del _name

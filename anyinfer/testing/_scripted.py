@@ -9,7 +9,8 @@ fallbacks, circuit breakers, the context gate, structured-output validation and
 repair, `run_tools`, usage merging, pricing and telemetry.
 
 This module imports nothing heavy: the adapter class (and with it httpx) is built the
-first time a provider is registered.
+first time a provider is registered. Its public names are `anyinfer.testing`'s (that
+package's `__all__` lists them).
 """
 
 from __future__ import annotations
@@ -35,19 +36,6 @@ if TYPE_CHECKING:
     from .._client.aclient import AsyncClient
     from .._client.sync import Client
     from .._settings import ProviderSettings
-
-__all__ = [
-    "FAIL_KINDS",
-    "Fail",
-    "FailKind",
-    "Reply",
-    "ReplySource",
-    "ScriptExhaustedError",
-    "ScriptedCall",
-    "ScriptedProvider",
-    "ScriptedProviders",
-    "UnusedRepliesError",
-]
 
 FailKind = Literal[
     "rate_limit",
