@@ -6,7 +6,7 @@ Provider payloads are validated at the edge: a field of the wrong type is a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ProtocolError
@@ -97,19 +97,24 @@ def as_int(value: Any, provider: str, where: str) -> int:
     return opt_int(value, provider, where) or 0
 
 
-def native_turn(generation: Generation, key: str, field: str, native: list[Any] | None) -> Message:
+def native_turn(
+    generation: Generation, key: str, field: str, read: Callable[[Any], list[Any]]
+) -> Message:
     """The assistant turn of `generation`, carrying its provider-native content.
 
-    With native content (the blocks or parts of a kept raw payload), the message holds
-    it as `provider_data[key][field]`, which the provider's adapter sends back verbatim
-    (signed thinking, thought signatures); without any, only the text and tool calls.
+    With native content (`read` of a kept raw payload: its blocks or parts), the message
+    holds it as `provider_data[key][field]`, which the provider's adapter sends back
+    verbatim (signed thinking, thought signatures); without any (no raw payload kept, or
+    none in it), only the text and tool calls.
 
     Args:
         generation: The result.
         key: The provider's `provider_data` key.
         field: The name of the native content under it (`"content"`, `"parts"`).
-        native: The native content, or `None` when the raw payload was not kept.
+        read: The protocol's reading of the native content from `generation.raw`.
     """
+    raw = generation.raw
+    native = None if raw is None else read(raw)
     if not native:
         return Message.assistant(generation.text, generation.tool_calls)
     return Message(

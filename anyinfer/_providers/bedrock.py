@@ -1266,6 +1266,4 @@ def assistant_message(generation: Generation) -> Message:
     Returns:
         The assistant message.
     """
-    raw = generation.raw
-    native = None if raw is None else content_blocks(raw)
-    return native_turn(generation, PROVIDER_DATA_KEY, "content", native)
+    return native_turn(generation, PROVIDER_DATA_KEY, "content", content_blocks)

@@ -938,5 +938,4 @@ def assistant_message(generation: Generation) -> Message:
     Returns:
         The assistant message.
     """
-    parts = content_parts(generation.raw) if generation.raw is not None else None
-    return native_turn(generation, PROVIDER_DATA_KEY, "parts", parts)
+    return native_turn(generation, PROVIDER_DATA_KEY, "parts", content_parts)
