@@ -851,6 +851,9 @@ def _hosted(
     aliases: tuple[str, ...] = (),
     template: str = "",
     key_required: bool = True,
+    structured: ModelCapabilities | None = None,
+    dialect: str = "openai-chat",
+    base: type[OpenAICompatAdapter] = OpenAICompatAdapter,
     embeddings: bool | None,
     embeddings_source: str,
     embed_max_batch: int | None = None,
@@ -862,8 +865,9 @@ def _hosted(
     the service serves `/embeddings` (see `Preset.embeddings`)."""
     return Preset(
         url,
-        AdapterProfile(aliases=aliases, conformance_dialect="openai-chat"),
+        AdapterProfile(aliases=aliases, conformance_dialect=dialect, structured=structured),
         dataclasses.replace(_GENERIC, **quirks) if quirks else _GENERIC,
+        base=base,
         title=title,
         api_key_env=key_env,
         key_required=key_required,
@@ -884,32 +888,14 @@ def _local(
     source: str,
     notes: str = "",
     *,
-    aliases: tuple[str, ...] = (),
     key_required: bool = False,
-    structured: ModelCapabilities | None = None,
-    dialect: str = "openai-chat",
-    base: type[OpenAICompatAdapter] = OpenAICompatAdapter,
-    embeddings: bool | None,
-    embeddings_source: str,
-    embed_max_batch: int | None = None,
-    **quirks: Any,
+    **entry: Any,
 ) -> Preset:
-    """One local engine's entry: no provider key variable (a key only from settings or
-    `ANYINFER_<INSTANCE>_API_KEY`), no catalog engine; `embeddings` as `_hosted`."""
-    return Preset(
-        url,
-        AdapterProfile(aliases=aliases, conformance_dialect=dialect, structured=structured),
-        dataclasses.replace(_GENERIC, **quirks) if quirks else _GENERIC,
-        base=base,
-        title=title,
-        key_required=key_required,
-        evidence=evidence,
-        source=source,
-        notes=notes,
-        embeddings=embeddings,
-        embeddings_source=embeddings_source,
-        embed_max_batch=embed_max_batch,
-    )
+    """One local engine's entry: a `_hosted` one with no provider key variable (a key
+    only from settings or `ANYINFER_<INSTANCE>_API_KEY`), no URL template and no key
+    required unless `key_required`; `entry` (`aliases`, `structured`, `dialect`, `base`,
+    `embeddings`, the quirks) as `_hosted`'s."""
+    return _hosted(title, url, None, evidence, source, notes, key_required=key_required, **entry)
 
 
 # Mistral's differences from OpenAI Chat: usage in the finish chunk unasked (recorded);
