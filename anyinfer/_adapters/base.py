@@ -1001,6 +1001,30 @@ class HTTPAdapter(Adapter):
         finally:
             await response.aclose()
 
+    def body_sender(
+        self,
+        request: GenerationRequest,
+        path: str,
+        build: Callable[[GenerationRequest], tuple[dict[str, Any], list[str]]],
+    ) -> Sender:
+        """The `stream_parts` sender that POSTs `build(request)`'s body to `path`.
+
+        The body is built when the sender is called (inside the stream, so a refusal
+        to build it is the stream's error), and `build`'s notes join the warnings.
+
+        Args:
+            request: The generation request.
+            path: Where the body is POSTed.
+            build: The protocol's body builder: the JSON body and its warnings.
+        """
+
+        def send(warnings: list[str]) -> Awaitable[httpx.Response]:
+            body, notes = build(request)
+            warnings.extend(notes)
+            return self.send("POST", path, json_body=body, request=request)
+
+        return send
+
     def parse_json(self, data: bytes | str) -> Any:
         """Parse one JSON document, raising `ProtocolError` on malformed input.
 

@@ -59,11 +59,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
-
-import httpx
 
 from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind, error_fields, kind_for_status
@@ -397,11 +395,7 @@ class AnthropicAdapter(HTTPAdapter):
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
         """Send the request and yield its parts (see `Adapter.generate`)."""
-
-        def send(warnings: list[str]) -> Awaitable[httpx.Response]:
-            body, notes = self.build_body(request)
-            warnings.extend(notes)
-            return self.send("POST", self.messages_path(request), json_body=body, request=request)
+        send = self.body_sender(request, self.messages_path(request), self.build_body)
 
         state = _StreamState()
 

@@ -117,7 +117,6 @@ from array import array
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
-    Awaitable,
     Callable,
     Generator,
     Iterable,
@@ -793,13 +792,7 @@ class BedrockAdapter(HTTPAdapter):
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
         """Send the request and yield its parts (see `Adapter.generate`)."""
-        path = self.path_for(request)
-
-        def send(warnings: list[str]) -> Awaitable[httpx.Response]:
-            body, notes = self.build_body(request)
-            warnings.extend(notes)
-            return self.send("POST", path, json_body=body, request=request)
-
+        send = self.body_sender(request, self.path_for(request), self.build_body)
         state = StreamState()
 
         def decode(payload: Any, name: str | None) -> Iterable[Part]:

@@ -91,10 +91,8 @@ real recordings (pydantic-ai's `test_embeddings/TestCohere.*`, langchain-cohere'
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
-
-import httpx
 
 from .._adapters.base import HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind
@@ -424,11 +422,7 @@ class CohereAdapter(HTTPAdapter):
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[Part]:
         """Send the request and yield its parts (see `Adapter.generate`)."""
-
-        def send(warnings: list[str]) -> Awaitable[httpx.Response]:
-            body, notes = self.build_body(request)
-            warnings.extend(notes)
-            return self.send("POST", CHAT_PATH, json_body=body, request=request)
+        send = self.body_sender(request, CHAT_PATH, self.build_body)
 
         calls = PartAssembler()
 

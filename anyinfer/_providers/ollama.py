@@ -20,10 +20,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
-
-import httpx
 
 from .._adapters.base import DiscoveredModel, Health, HTTPAdapter, PartAssembler
 from .._adapters.errormap import ErrorKind
@@ -297,12 +295,7 @@ class OllamaAdapter(HTTPAdapter):
 
         A whole body is complete even if a lenient server left out `done`.
         """
-
-        def send(warnings: list[str]) -> Awaitable[httpx.Response]:
-            body, notes = self.build_body(request)
-            warnings.extend(notes)
-            return self.send("POST", self.chat_path, json_body=body, request=request)
-
+        send = self.body_sender(request, self.chat_path, self.build_body)
         calls = PartAssembler(tool_finish=True)
         return self.stream_parts(
             request,
