@@ -66,6 +66,15 @@ PROVIDER_NAMES = {
 Other engines report their own id."""
 
 _OPERATION = "chat"
+_USAGE_ATTRIBUTES = (
+    ("input_tokens", "gen_ai.usage.input_tokens"),
+    ("output_tokens", "gen_ai.usage.output_tokens"),
+    ("cache_read_tokens", "gen_ai.usage.cache_read.input_tokens"),
+    ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens"),
+    ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
+)
+"""`Usage` field → the conventions' span attribute for that count (embeddings and rerank
+report only input tokens)."""
 _TOKEN_BUCKETS: list[float] = [
     1,
     4,
@@ -262,6 +271,26 @@ class OpenTelemetryObserver:
                 attributes["http.response.status_code"] = event.error.http_status
         flight.span.add_event("anyinfer.attempt_failed", attributes)
 
+    @staticmethod
+    def _set_answer(flight: _Flight, event: RequestEnded | OperationEnded) -> None:
+        """The span attributes of a finished request's answer: the provider (the one that
+        answered, else the one the span was opened for), the response model, every
+        token count the usage reports, and the cost."""
+        span = flight.span
+        target = event.target
+        if target is not None:
+            span.set_attribute("gen_ai.provider.name", _provider_name(target))
+            span.set_attribute("gen_ai.response.model", target.model)
+        elif flight.provider:
+            span.set_attribute("gen_ai.provider.name", flight.provider)
+        usage = event.usage
+        for field_name, attribute in _USAGE_ATTRIBUTES:
+            count = getattr(usage, field_name)
+            if count is not None:
+                span.set_attribute(attribute, count)
+        if event.cost_usd is not None:
+            span.set_attribute("anyinfer.cost_usd", float(event.cost_usd))
+
     def _mark_failure(self, span: Any, event: RequestEnded | OperationEnded) -> str | None:
         """The span's `error.type` and error status for a request that failed; that
         type (`None` when it succeeded)."""
@@ -302,16 +331,10 @@ class OpenTelemetryObserver:
             return
         span = flight.span
         target = event.target
-        if target is not None:
-            span.set_attribute("gen_ai.provider.name", _provider_name(target))
-            span.set_attribute("gen_ai.response.model", target.model)
+        self._set_answer(flight, event)
         usage = event.usage
-        if usage.input_tokens is not None:
-            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
         if event.search_units is not None:
             span.set_attribute("anyinfer.search_units", event.search_units)
-        if event.cost_usd is not None:
-            span.set_attribute("anyinfer.cost_usd", float(event.cost_usd))
         error_type = self._mark_failure(span, event)
         if event.operation == "embeddings":
             attributes = self._metric_attributes(flight, target, error_type, event.operation)
@@ -360,24 +383,9 @@ class OpenTelemetryObserver:
         target = event.target
         if target is not None:
             span.update_name(f"{_OPERATION} {target.model}")
-            span.set_attribute("gen_ai.provider.name", _provider_name(target))
             span.set_attribute("gen_ai.system", _provider_name(target))
-            span.set_attribute("gen_ai.response.model", target.model)
-        elif flight.provider:
-            span.set_attribute("gen_ai.provider.name", flight.provider)
+        self._set_answer(flight, event)
         usage = event.usage
-        if usage.input_tokens is not None:
-            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-        if usage.output_tokens is not None:
-            span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
-        if usage.cache_read_tokens is not None:
-            span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens)
-        if usage.cache_write_tokens is not None:
-            span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens)
-        if usage.reasoning_tokens is not None:
-            span.set_attribute("gen_ai.usage.reasoning.output_tokens", usage.reasoning_tokens)
-        if event.cost_usd is not None:
-            span.set_attribute("anyinfer.cost_usd", float(event.cost_usd))
         if event.finish_reason is not None:
             span.set_attribute("gen_ai.response.finish_reasons", [event.finish_reason])
         error_type = self._mark_failure(span, event)
