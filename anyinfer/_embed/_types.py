@@ -6,7 +6,7 @@ from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
 
@@ -28,6 +28,36 @@ Vector = array
 EmbedEncoding = Literal["base64", "float"]
 """How the provider is asked to send vectors: base64 of little-endian float32 (compact,
 the default where the protocol has it) or a JSON array of numbers."""
+
+_Item = TypeVar("_Item")
+
+
+class _UnaryResult(Generic[_Item]):
+    """What `Embeddings` and `Reranking` share: the call's cost, read from its usage, and
+    the sequence protocol over its items (`_items`: the vectors, the ranked documents)."""
+
+    __slots__ = ()
+
+    usage: Usage
+
+    @property
+    def _items(self) -> tuple[_Item, ...]:
+        """What the result is a sequence of (each subclass names its field)."""
+        raise NotImplementedError
+
+    @property
+    def cost_usd(self) -> Decimal | None:
+        """The call's cost in US dollars (`usage.cost_usd`), when pricing is known."""
+        return self.usage.cost_usd
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index: int) -> _Item:
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[_Item]:
+        return iter(self._items)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +105,7 @@ class EmbedReply:
 
 
 @dataclass(frozen=True, slots=True)
-class Embeddings:
+class Embeddings(_UnaryResult["array[float]"]):
     """The result of `embed()`: one vector per input, in input order.
 
     `vectors[i]` is the embedding of `inputs[i]`, whatever batches the inputs were split
@@ -106,18 +136,8 @@ class Embeddings:
     warnings: tuple[str, ...] = ()
 
     @property
-    def cost_usd(self) -> Decimal | None:
-        """The call's cost in US dollars (`usage.cost_usd`), when pricing is known."""
-        return self.usage.cost_usd
-
-    def __len__(self) -> int:
-        return len(self.vectors)
-
-    def __getitem__(self, index: int) -> array[float]:
-        return self.vectors[index]
-
-    def __iter__(self) -> Iterator[array[float]]:
-        return iter(self.vectors)
+    def _items(self) -> tuple[array[float], ...]:
+        return self.vectors
 
     def __repr__(self) -> str:
         return (
@@ -186,7 +206,7 @@ class RerankReply:
 
 
 @dataclass(frozen=True, slots=True)
-class Reranking:
+class Reranking(_UnaryResult[RankedDocument]):
     """The result of `rerank()`: documents ordered by relevance to the query, best first.
 
     It is a sequence of `RankedDocument`: `len()`, indexing and iteration go over
@@ -216,18 +236,8 @@ class Reranking:
     warnings: tuple[str, ...] = ()
 
     @property
-    def cost_usd(self) -> Decimal | None:
-        """The call's cost in US dollars (`usage.cost_usd`), when pricing is known."""
-        return self.usage.cost_usd
-
-    def __len__(self) -> int:
-        return len(self.results)
-
-    def __getitem__(self, index: int) -> RankedDocument:
-        return self.results[index]
-
-    def __iter__(self) -> Iterator[RankedDocument]:
-        return iter(self.results)
+    def _items(self) -> tuple[RankedDocument, ...]:
+        return self.results
 
     def __repr__(self) -> str:
         best = f"{self.results[0].index}@{self.results[0].score:.4g}" if self.results else None
