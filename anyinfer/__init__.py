@@ -218,6 +218,7 @@ _LAZY: dict[str, str] = {
         ("ModelStore", "RemovalReport", "ResolvedModel", "StoreEntry", "StoredFile"),
         "._local.store",
     ),
+    "UsageConvention": "._adapters.profile",
     **dict.fromkeys(("ModelCapabilities", "Provenance"), "._knowledge.capabilities"),
     "Catalog": "._knowledge.catalog",
     **dict.fromkeys(
@@ -231,7 +232,6 @@ _LAZY: dict[str, str] = {
             "ModelPrice",
             "PriceTier",
             "PricingTable",
-            "UsageConvention",
             "afetch_pricing",
             "fetch_pricing",
         ),
