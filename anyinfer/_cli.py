@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -218,10 +219,36 @@ _provider_options = [
 ]
 
 
-def provider_options(func: Any) -> Any:
+@dataclasses.dataclass(frozen=True)
+class _Connection:
+    """What a command's provider options say: `--base-url`, `--api-key`, `--timeout`."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout: float | None = None
+
+    def settings(self, provider: str) -> ai.ProviderSettings:
+        """`provider`'s settings with these options (see `_settings`)."""
+        return _settings(provider, self.base_url, self.api_key, self.timeout)
+
+
+def provider_options(func: Callable[..., None]) -> Callable[..., None]:
+    """Give a command `--base-url`, `--api-key` and `--timeout`, which it receives as one
+    `connection` (a `_Connection`)."""
+
+    @functools.wraps(func)
+    def command(
+        *args: Any,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float | None,
+        **kwargs: Any,
+    ) -> None:
+        func(*args, connection=_Connection(base_url, api_key, timeout), **kwargs)
+
     for option in reversed(_provider_options):
-        func = option(func)
-    return func
+        command = option(command)
+    return command
 
 
 def _provider_command(func: Callable[[ai.Client, str, bool], None]) -> click.Command:
@@ -235,11 +262,9 @@ def _provider_command(func: Callable[[ai.Client, str, bool], None]) -> click.Com
     def command(
         provider: str,
         as_json: bool,
-        base_url: str | None,
-        api_key: str | None,
-        timeout: float | None,
+        connection: _Connection,
     ) -> None:
-        with _provider_client(provider, base_url, api_key, timeout) as (client, settings):
+        with _provider_client(provider, connection) as (client, settings):
             func(client, settings.instance_id, as_json)
 
     return command
@@ -247,12 +272,12 @@ def _provider_command(func: Callable[[ai.Client, str, bool], None]) -> click.Com
 
 @contextlib.contextmanager
 def _provider_client(
-    provider: str, base_url: str | None, api_key: str | None, timeout: float | None
+    provider: str, connection: _Connection
 ) -> Iterator[tuple[ai.Client, ai.ProviderSettings]]:
     """A client configured for one provider whose key, if it needs one, is present."""
     import anyinfer as ai
 
-    settings = _settings(provider, base_url, api_key, timeout)
+    settings = connection.settings(provider)
     with ai.Client([settings]) as client:
         _require_key(client, settings)
         yield client, settings
@@ -284,9 +309,7 @@ def chat(
     max_tokens: int | None,
     temperature: float | None,
     as_json: bool,
-    base_url: str | None,
-    api_key: str | None,
-    timeout: float | None,
+    connection: _Connection,
 ) -> None:
     """Stream an answer from TARGET ("provider:model", or an alias such as gpt-4o-mini).
 
@@ -298,7 +321,7 @@ def chat(
     sampling = ai.Sampling(max_output_tokens=max_tokens, temperature=temperature)
     history: list[ai.Message] = [ai.Message.system(system)] if system else []
     interactive = prompt is None
-    with _provider_client(_target_provider(target), base_url, api_key, timeout) as (client, _):
+    with _provider_client(_target_provider(target), connection) as (client, _):
         while True:
             if interactive:
                 try:
@@ -383,9 +406,7 @@ def embed(
     input_type: str | None,
     batch_size: int | None,
     as_json: bool,
-    base_url: str | None,
-    api_key: str | None,
-    timeout: float | None,
+    connection: _Connection,
 ) -> None:
     """Embed TEXTS with TARGET ("provider:model"); without TEXTS, each stdin line is one.
 
@@ -393,7 +414,7 @@ def embed(
     stderr.
     """
     inputs = _args_or_stdin(texts, "embed", "TEXTS")
-    with _provider_client(_target_provider(target), base_url, api_key, timeout) as (client, _):
+    with _provider_client(_target_provider(target), connection) as (client, _):
         result = client.embed(
             inputs,
             target=target,
@@ -433,9 +454,7 @@ def rerank(
     top_n: int | None,
     batch_size: int | None,
     as_json: bool,
-    base_url: str | None,
-    api_key: str | None,
-    timeout: float | None,
+    connection: _Connection,
 ) -> None:
     """Rank DOCUMENTS by relevance to QUERY with --target; without DOCUMENTS, each stdin
     line is one.
@@ -444,7 +463,7 @@ def rerank(
     and its text, tab-separated; usage, search units and cost go to stderr.
     """
     docs = _args_or_stdin(documents, "rerank", "DOCUMENTS")
-    with _provider_client(_target_provider(target), base_url, api_key, timeout) as (client, _):
+    with _provider_client(_target_provider(target), connection) as (client, _):
         result = client.rerank(query, docs, target=target, top_n=top_n, batch_size=batch_size)
     if as_json:
         _dump(result)
@@ -854,9 +873,7 @@ def budget(
     system_file: str | None,
     reserve: int | None,
     as_json: bool,
-    base_url: str | None,
-    api_key: str | None,
-    timeout: float | None,
+    connection: _Connection,
 ) -> None:
     """How much of TARGET's context window the FILES (as one user prompt) use.
 
@@ -872,7 +889,7 @@ def budget(
     if system_file:
         messages.insert(0, ai.Message.system(Path(system_file).read_text("utf-8")))
     provider = target.partition(":")[0] if ":" in target else None
-    providers = [_settings(provider, base_url, api_key, timeout)] if provider else []
+    providers = [connection.settings(provider)] if provider else []
     with ai.Client(providers) as client:
         b = client.budget(messages, target=target, output_reserve_tokens=reserve)
     if as_json:
