@@ -981,18 +981,11 @@ class HTTPAdapter(Adapter):
         params: Mapping[str, str] | None = None,
         phase: str = "discover",
     ) -> Any:
-        """Send a request whose answer is one JSON document and read it, closing the
-        response after (model listings and other discovery calls).
-
-        Args:
-            method: HTTP method.
-            path: Path appended to the base URL (or an absolute URL).
-            json_body: Body, serialized as JSON.
-            params: Query parameters.
-            phase: Lifecycle phase for errors.
+        """`send` a request whose answer is one JSON document (model listings and other
+        discovery calls; the arguments are `send`'s), read it and close the response.
 
         Raises:
-            ProviderError: A typed subclass for an error status or a transport failure.
+            ProviderError: As `send` raises it.
             ProtocolError: If the body is not JSON.
         """
         response = await self.send(method, path, json_body=json_body, params=params, phase=phase)
