@@ -974,21 +974,23 @@ class HTTPAdapter(Adapter):
 
     async def fetch_json(
         self,
-        method: str,
         path: str,
         *,
-        json_body: Any = None,
         params: Mapping[str, str] | None = None,
-        phase: str = "discover",
+        json_body: Any = None,
     ) -> Any:
-        """`send` a request whose answer is one JSON document (model listings and other
-        discovery calls; the arguments are `send`'s), read it and close the response.
+        """GET `path` (POST it, with a JSON body) for an answer that is one JSON document,
+        read it and close the response: model listings and other discovery calls (the
+        `discover` phase; the arguments are `send`'s).
 
         Raises:
             ProviderError: As `send` raises it.
             ProtocolError: If the body is not JSON.
         """
-        response = await self.send(method, path, json_body=json_body, params=params, phase=phase)
+        method = "GET" if json_body is None else "POST"
+        response = await self.send(
+            method, path, json_body=json_body, params=params, phase="discover"
+        )
         try:
             return await self.read_json(response)
         finally:

@@ -574,7 +574,7 @@ class AnthropicAdapter(HTTPAdapter):
         found: list[DiscoveredModel] = []
         params = {"limit": _MODELS_PAGE_SIZE}
         for _ in range(_MAX_MODEL_PAGES):
-            body = as_dict(await self.fetch_json("GET", "/models", params=params), pid, "models")
+            body = as_dict(await self.fetch_json("/models", params=params), pid, "models")
             for entry in as_list(body.get("data"), pid, "models.data"):
                 entry = as_dict(entry, pid, "models.data[]")
                 model_id = opt_str(entry.get("id"), pid, "models.data[].id")

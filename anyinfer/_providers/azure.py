@@ -213,7 +213,7 @@ class AzureFoundryAdapter(OpenAICompatAdapter):
         if self.api == "model-inference":
             return await self._model_info()
         path = "/openai/v1/models" if self.api == "openai-v1" else "/openai/models"
-        payload = await self.fetch_json("GET", path, params=self.chat_params())
+        payload = await self.fetch_json(path, params=self.chat_params())
         pid = self.instance_id
         found: list[DiscoveredModel] = []
         for entry in as_list(as_dict(payload, pid, "models").get("data"), pid, "models.data"):
@@ -240,7 +240,7 @@ class AzureFoundryAdapter(OpenAICompatAdapter):
         return found
 
     async def _model_info(self) -> list[DiscoveredModel]:
-        payload = await self.fetch_json("GET", "/models/info", params=self.chat_params())
+        payload = await self.fetch_json("/models/info", params=self.chat_params())
         pid = self.instance_id
         info = as_dict(payload, pid, "models/info")
         name = opt_str(info.get("model_name"), pid, "model_name")

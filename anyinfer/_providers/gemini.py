@@ -766,7 +766,7 @@ class GeminiAdapter(HTTPAdapter):
             params = {"pageSize": _MODELS_PAGE_SIZE}
             if token:
                 params["pageToken"] = token
-            page = as_dict(await self.fetch_json("GET", "/models", params=params), pid, "models")
+            page = as_dict(await self.fetch_json("/models", params=params), pid, "models")
             for entry in as_list(page.get("models"), pid, "models.models"):
                 model = self.discovered(as_dict(entry, pid, "models.models[]"))
                 if model is not None:

@@ -449,7 +449,7 @@ class OllamaAdapter(HTTPAdapter):
         `show()` for one model.
         """
         pid = self.instance_id
-        payload = as_dict(await self.fetch_json("GET", "/api/tags"), pid, "tags")
+        payload = as_dict(await self.fetch_json("/api/tags"), pid, "tags")
         limit = self._show_limit()
         found: list[DiscoveredModel] = []
         for entry in as_list(payload.get("models"), pid, "tags.models"):
@@ -493,7 +493,7 @@ class OllamaAdapter(HTTPAdapter):
         """
         pid = self.instance_id
         payload = as_dict(
-            await self.fetch_json("POST", "/api/show", json_body={"model": model}), pid, "show"
+            await self.fetch_json("/api/show", json_body={"model": model}), pid, "show"
         )
         details = opt_dict(payload.get("details"), pid, "show.details") or {}
         info = opt_dict(payload.get("model_info"), pid, "show.model_info") or {}
@@ -522,7 +522,7 @@ class OllamaAdapter(HTTPAdapter):
         start = time.monotonic()
         pid = self.instance_id
         try:
-            payload = as_dict(await self.fetch_json("GET", "/api/tags"), pid, "tags")
+            payload = as_dict(await self.fetch_json("/api/tags"), pid, "tags")
             count = len(as_list(payload.get("models"), pid, "tags.models"))
         except AnyInferError as exc:
             return Health(pid, False, (time.monotonic() - start) * 1000.0, exc.message)

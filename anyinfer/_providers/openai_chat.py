@@ -388,7 +388,7 @@ class OpenAIChatAdapter(HTTPAdapter):
     async def models(self) -> Sequence[DiscoveredModel]:
         """List models from `GET /models`."""
         pid = self.instance_id
-        body = as_dict(await self.fetch_json("GET", "/models"), pid, "models")
+        body = as_dict(await self.fetch_json("/models"), pid, "models")
         found: list[DiscoveredModel] = []
         for entry in as_list(body.get("data"), pid, "models.data"):
             entry = as_dict(entry, pid, "models.data[]")

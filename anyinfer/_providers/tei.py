@@ -147,7 +147,7 @@ class TEIAdapter(HTTPAdapter):
         """The served model, from `GET /info` (its `max_input_length` as the context
         window; `model_type`, `max_client_batch_size` and `max_batch_tokens` as facts)."""
         pid = self.instance_id
-        info = as_dict(await self.fetch_json("GET", "/info"), pid, "info")
+        info = as_dict(await self.fetch_json("/info"), pid, "info")
         model_id = opt_str(info.get("model_id"), pid, "info.model_id")
         if not model_id:
             raise ProtocolError(f"{pid}: /info names no model_id", provider=pid)
