@@ -385,6 +385,22 @@ def _args_or_stdin(given: tuple[str, ...], action: str, name: str) -> list[str]:
     return items
 
 
+def _batch_options(items: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The options `embed` and `rerank` share: `--batch-size` (the most `items` one
+    request carries), `--json` and the provider options."""
+
+    def decorate(func: Callable[..., None]) -> Callable[..., None]:
+        func = provider_options(func)
+        func = click.option(
+            "--json", "as_json", is_flag=True, help="Print the whole result as JSON."
+        )(func)
+        return click.option(
+            "--batch-size", type=click.IntRange(min=1), help=f"Most {items} per request."
+        )(func)
+
+    return decorate
+
+
 def _echo_warnings(warnings: Sequence[str]) -> None:
     """Each warning on stderr, one line each."""
     for w in warnings:
@@ -396,9 +412,7 @@ def _echo_warnings(warnings: Sequence[str]) -> None:
 @click.argument("texts", nargs=-1)
 @click.option("--dimensions", type=click.IntRange(min=1), help="Shorter vectors, if supported.")
 @click.option("--input-type", help='What the texts are for ("query", "document").')
-@click.option("--batch-size", type=click.IntRange(min=1), help="Most inputs per request.")
-@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
-@provider_options
+@_batch_options("inputs")
 def embed(
     target: str,
     texts: tuple[str, ...],
@@ -444,9 +458,7 @@ def embed(
 @click.argument("documents", nargs=-1)
 @click.option("-t", "--target", required=True, help='The reranking model, "provider:model".')
 @click.option("--top-n", type=click.IntRange(min=1), help="Print only the best N documents.")
-@click.option("--batch-size", type=click.IntRange(min=1), help="Most documents per request.")
-@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
-@provider_options
+@_batch_options("documents")
 def rerank(
     query: str,
     documents: tuple[str, ...],
