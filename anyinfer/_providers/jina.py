@@ -30,13 +30,13 @@ working clients read back (LiteLLM's `jina_ai` provider, DataStax's Jina provide
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from .._adapters.base import HTTPAdapter
 from .._adapters.profile import AdapterProfile
 from .._embed._rankwire import ranking_reply, rerank_body
 from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
-from .._embed._wire import openai_embed
+from .._embed._wire import embed_body, openai_embed
 from .._errors import ConfigError
 
 __all__ = ["TASKS", "JinaAdapter"]
@@ -74,17 +74,11 @@ class JinaAdapter(HTTPAdapter):
                 encoding.
         """
         pid = self.instance_id
-        body: dict[str, Any] = {
-            "model": request.model,
-            "input": list(request.inputs),
-            "embedding_type": "base64" if request.encoding == "base64" else "float",
-        }
+        body = embed_body(request, "input", False)
+        # Jina's own fields, unless the provider options set them.
+        kind = body.setdefault("embedding_type", request.encoding)
         if request.input_type is not None:
-            body["task"] = TASKS.get(request.input_type, request.input_type)
-        if request.dimensions is not None:
-            body["dimensions"] = request.dimensions
-        body.update(request.provider_options)
-        kind = body.get("embedding_type")
+            body.setdefault("task", TASKS.get(request.input_type, request.input_type))
         if kind not in _FLOAT_TYPES:
             raise ConfigError(
                 f"{pid}: embedding_type {kind!r} is not a float encoding; AnyInfer's vectors "

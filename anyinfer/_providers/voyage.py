@@ -35,13 +35,13 @@ page), the official `voyageai` SDK (0.5.0) and real recordings (pydantic-ai's
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from .._adapters.base import HTTPAdapter
 from .._adapters.profile import AdapterProfile
 from .._embed._rankwire import ranking_reply, rerank_body
 from .._embed._types import EmbedReply, EmbedRequest, RerankReply, RerankRequest
-from .._embed._wire import openai_embed
+from .._embed._wire import embed_body, openai_embed
 from .._errors import ConfigError
 
 __all__ = [
@@ -88,20 +88,19 @@ class VoyageAdapter(HTTPAdapter):
                 `output_dtype` that is not float.
         """
         pid = self.instance_id
-        body: dict[str, Any] = {"input": list(request.inputs), "model": request.model}
-        if request.input_type is not None:
-            if request.input_type not in INPUT_TYPES:
-                raise ConfigError(
-                    f"{pid}: Voyage AI takes input_type 'query' or 'document', not "
-                    f"{request.input_type!r}",
-                    provider=pid,
-                )
-            body["input_type"] = request.input_type
-        if request.dimensions is not None:
-            body["output_dimension"] = request.dimensions
-        if request.encoding == "base64":
-            body["encoding_format"] = "base64"
-        body.update(request.provider_options)
+        if request.input_type is not None and request.input_type not in INPUT_TYPES:
+            raise ConfigError(
+                f"{pid}: Voyage AI takes input_type 'query' or 'document', not "
+                f"{request.input_type!r}",
+                provider=pid,
+            )
+        body = embed_body(
+            request,
+            "input",
+            request.encoding == "base64",  # a float answer is the default: nothing to ask
+            dimensions_key="output_dimension",
+            input_type_key="input_type",
+        )
         dtype = body.get("output_dtype")
         if dtype not in (None, "float"):
             raise ConfigError(
