@@ -853,7 +853,10 @@ def _hosted(
     key_required: bool = True,
     structured: ModelCapabilities | None = None,
     dialect: str = "openai-chat",
+    local_engines: tuple[str, ...] = (),
     base: type[OpenAICompatAdapter] = OpenAICompatAdapter,
+    doc: str = "",
+    name: str = "",
     embeddings: bool | None,
     embeddings_source: str,
     embed_max_batch: int | None = None,
@@ -863,11 +866,19 @@ def _hosted(
 
     `embeddings` and `embeddings_source` have no default: every entry records whether
     the service serves `/embeddings` (see `Preset.embeddings`)."""
+    profile = AdapterProfile(
+        aliases=aliases,
+        conformance_dialect=dialect,
+        structured=structured,
+        local_engines=local_engines,
+    )
     return Preset(
         url,
-        AdapterProfile(aliases=aliases, conformance_dialect=dialect, structured=structured),
+        profile,
         dataclasses.replace(_GENERIC, **quirks) if quirks else _GENERIC,
+        doc=doc,
         base=base,
+        name=name,
         title=title,
         api_key_env=key_env,
         key_required=key_required,
@@ -893,8 +904,8 @@ def _local(
 ) -> Preset:
     """One local engine's entry: a `_hosted` one with no provider key variable (a key
     only from settings or `ANYINFER_<INSTANCE>_API_KEY`), no URL template and no key
-    required unless `key_required`; `entry` (`aliases`, `structured`, `dialect`, `base`,
-    `embeddings`, the quirks) as `_hosted`'s."""
+    required unless `key_required`; `entry` (`aliases`, `structured`, `dialect`,
+    `local_engines`, `base`, `doc`, `name`, `embeddings`, the quirks) as `_hosted`'s."""
     return _hosted(title, url, None, evidence, source, notes, key_required=key_required, **entry)
 
 
@@ -911,18 +922,20 @@ _LLAMA_CPP: dict[str, Any] = {"timings": True, "structured_output": "json_schema
 
 PRESETS: Mapping[str, Preset] = MappingProxyType(
     {
-        "llama.cpp": Preset(
+        "llama.cpp": _local(
+            "llama.cpp llama-server",
             "http://127.0.0.1:8080/v1",
-            AdapterProfile(
-                aliases=("llamacpp", "llama-cpp"),
-                conformance_dialect="llama.cpp",
-                structured=_LOCAL_STRUCTURED,
-                local_engines=("llama.cpp",),
-            ),
+            "D/-/D",
+            "ggml-org/llama.cpp tools/server",
+            "quirks as established before the preset research (not re-checked by it)",
+            aliases=("llamacpp", "llama-cpp"),
+            dialect="llama.cpp",
+            structured=_LOCAL_STRUCTURED,
+            local_engines=("llama.cpp",),
             # `timings` on the last chunk; usage only with include_usage (older builds
             # put it in the finish chunk unasked); JSON Schema via the top-level
             # `json_schema` field, enforced as a grammar.
-            dataclasses.replace(_GENERIC, timings=True, structured_output="json_schema"),
+            **_LLAMA_CPP,
             doc="""llama.cpp's `llama-server` (OpenAI-compatible, default port 8080).
 
     `timings` become `timing.phases` (`prefill_ms`, `decode_ms`) and, when the stream
@@ -933,52 +946,41 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
     """,
             base=_LlamaCppServer,
             name="LlamaCppAdapter",
-            title="llama.cpp llama-server",
-            evidence="D/-/D",
-            source="ggml-org/llama.cpp tools/server",
-            notes="quirks as established before the preset research (not re-checked by it)",
             embeddings=True,
             embeddings_source=(
                 "D: llama.cpp tools/server README: POST /v1/embeddings (start with --embeddings)"
             ),
         ),
-        "vllm": Preset(
+        "vllm": _local(
+            "vLLM",
             "http://127.0.0.1:8000/v1",
-            AdapterProfile(
-                conformance_dialect="openai-chat",
-                structured=_LOCAL_STRUCTURED,
-                local_engines=("vllm",),
-            ),
+            "D/-/D",
+            "docs.vllm.ai (OpenAI-compatible server)",
+            "quirks as established before the preset research (not re-checked by it)",
+            structured=_LOCAL_STRUCTURED,
+            local_engines=("vllm",),
             # reasoning in `reasoning_content` (older) or `reasoning` (newer);
             # response_format works on every version (guided_json / structured_outputs
             # are selectable with the structured_output quirk).
             doc="vLLM's OpenAI-compatible server (default port 8000).",
             name="VLLMAdapter",
-            title="vLLM",
-            evidence="D/-/D",
-            source="docs.vllm.ai (OpenAI-compatible server)",
-            notes="quirks as established before the preset research (not re-checked by it)",
             embeddings=True,
             embeddings_source=(
                 "D: docs.vllm.ai pooling models (--runner pooling): OpenAI /v1/embeddings"
             ),
         ),
-        "lmstudio": Preset(
+        "lmstudio": _local(
+            "LM Studio",
             "http://127.0.0.1:1234/v1",
-            AdapterProfile(
-                aliases=("lm-studio",),
-                conformance_dialect="openai-chat",
-                structured=ModelCapabilities(json_schema=True),
-                local_engines=("llama.cpp",),
-            ),
-            # structured output only as json_schema (no plain JSON mode).
-            dataclasses.replace(_GENERIC, json_object=False),
+            "D/-/D",
+            "lmstudio.ai/docs (OpenAI compatibility)",
+            "quirks as established before the preset research (not re-checked by it)",
+            aliases=("lm-studio",),
+            structured=ModelCapabilities(json_schema=True),
+            local_engines=("llama.cpp",),
+            json_object=False,  # structured output only as json_schema (no plain JSON mode)
             doc="LM Studio's local server (default port 1234).",
             name="LMStudioAdapter",
-            title="LM Studio",
-            evidence="D/-/D",
-            source="lmstudio.ai/docs (OpenAI compatibility)",
-            notes="quirks as established before the preset research (not re-checked by it)",
             embeddings=True,
             embeddings_source="D: lmstudio.ai/docs/api/openai-api lists POST /v1/embeddings",
         ),
