@@ -8,11 +8,12 @@ document's parsed form, built once under a lock so concurrent first uses share i
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Bundled"]
+__all__ = ["Bundled", "read_data"]
 
 _T = TypeVar("_T")
 
@@ -50,8 +51,22 @@ class Bundled(Generic[_T]):
         """The value, reading and building it the first time."""
         with self._lock:
             if self._value is None:
-                from importlib import resources
-
-                text = resources.files("anyinfer").joinpath("data", self._name).read_text("utf-8")
+                text = read_data(self._name)
                 self._value = self._build(json.loads(text, parse_float=self._parse_float))
             return self._value
+
+
+def read_data(name: str) -> str:
+    """The text of `anyinfer/data/<name>`: read from the package's folder when it is on
+    disk (an installed wheel, a checkout), else through `importlib.resources` (a zipped
+    install), whose import costs a first request a few milliseconds."""
+    try:
+        with open(os.path.join(_DATA, name), encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        from importlib import resources
+
+        return resources.files("anyinfer").joinpath("data", name).read_text("utf-8")
+
+
+_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")

@@ -6,9 +6,9 @@ import functools
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from typing import Any, Literal
 
+from .._bundled import read_data
 from .._errors import ConfigError
 from .hardware import HardwareProfile, HardwareSource
 
@@ -433,8 +433,7 @@ class LocalCatalog:
     @functools.cache
     def load_default(cls) -> LocalCatalog:
         """The catalog bundled with this release (loaded once)."""
-        text = resources.files("anyinfer").joinpath("data/local_catalog.json").read_text("utf-8")
-        return cls.from_json(json.loads(text))
+        return cls.from_json(json.loads(read_data("local_catalog.json")))
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LocalCatalog:

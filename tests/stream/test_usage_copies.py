@@ -33,3 +33,17 @@ def test_is_empty_sees_every_field() -> None:
     for f in fields(ai.Usage):
         value = Decimal(1) if f.name == "cost_usd" else 1
         assert not ai.Usage(**{f.name: value}).is_empty(), f.name
+
+
+def test_the_constructor_sets_each_field_by_its_name() -> None:
+    # `Usage.__init__` is hand-written (the slots' setters, for speed): each keyword
+    # must land in its own field, positionally and by name, and nothing else may move.
+    names = [f.name for f in fields(ai.Usage)]
+    for i, name in enumerate(names):
+        value = Decimal(7) if name == "cost_usd" else 7
+        by_name = ai.Usage(**{name: value})
+        positional = ai.Usage(*([None] * i), value)  # type: ignore[arg-type]
+        for other in names:
+            expected = value if other == name else None
+            assert getattr(by_name, other) == expected, (name, other)
+            assert getattr(positional, other) == expected, (name, other)
