@@ -224,14 +224,38 @@ class OpenAIChatAdapter(HTTPAdapter):
             parts = self.parts_from_chunk(chunk, key)
             return map(refusal.fix, parts) if refusal.refused else parts
 
+        def frame(chunk: Any, _event: str | None) -> Iterable[Part]:
+            return decode(chunk, "delta")
+
+        if prepare is None and self._reads_chunks_as_defined():
+
+            def frame(chunk: Any, _event: str | None) -> Iterable[Part]:
+                # Nearly every chunk is one choice's text: read it without the general
+                # walk, which gives the same part (`plain_text`); any other goes there.
+                text = plain_text(chunk)
+                if text is None:
+                    return decode(chunk, "delta")
+                return (TextPart(text),) if text else ()
+
         return self.stream_parts(
             request,
             send,
-            lambda chunk, _event: decode(chunk, "delta"),
+            frame,
             whole=lambda payload: decode(payload, "message"),
             sentinel=b"[DONE]",
             assembler=assembler,
             empty_ok=empty_ok,
+        )
+
+    def _reads_chunks_as_defined(self) -> bool:
+        """Whether this class reads chunks with this module's own hooks (a subclass that
+        overrides one does not get `plain_text`'s shortcut)."""
+        cls, base = type(self), OpenAIChatAdapter
+        return (
+            cls.parts_from_chunk is base.parts_from_chunk
+            and cls._chunk_parts is base._chunk_parts
+            and cls.chunk_usage is base.chunk_usage
+            and cls.parts_from_delta is base.parts_from_delta
         )
 
     def parts_from_chunk(self, chunk: Any, key: str) -> Iterable[Part]:
@@ -419,6 +443,36 @@ def json_schema_fields(fmt: Mapping[str, Any]) -> dict[str, Any]:
         "schema": fmt.get("schema", {}),
         "strict": bool(fmt.get("strict", False)),
     }
+
+
+_PLAIN_DELTA_KEYS = frozenset({"content", "role"})
+
+
+def plain_text(chunk: Any) -> str | None:
+    """The text of a stream chunk that is only text, else `None`.
+
+    Such a chunk has one choice, index 0, no finish reason, a `delta` holding only
+    `content` (a string) and perhaps `role`, and no usage, error or Groq extension: for
+    it, `OpenAIChatAdapter.parts_from_chunk` gives exactly one `TextPart` of this text
+    (none for an empty one), and a refusal watch has nothing to see.
+    """
+    if type(chunk) is not dict or chunk.get("usage") is not None:
+        return None
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1 or "error" in chunk or "x_groq" in chunk:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("finish_reason") is not None:
+        return None
+    delta = choice.get("delta")
+    if (
+        type(delta) is not dict
+        or choice.get("index", 0) != 0
+        or not delta.keys() <= _PLAIN_DELTA_KEYS
+    ):
+        return None
+    content = delta.get("content", "")
+    return content if type(content) is str else None
 
 
 class RefusalWatch:

@@ -1,0 +1,115 @@
+"""The OpenAI Chat stream's shortcut for text-only chunks (`plain_text`) reads exactly what
+the general chunk walk (`OpenAIChatAdapter.parts_from_chunk`) reads.
+
+Hypothesis draws chunks near the usual shape (each field present, absent, null or of
+another type); wherever the shortcut answers, the walk must give the same parts. The real
+recordings check that the shortcut does fire on what OpenAI actually sends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+import anyinfer as ai
+from anyinfer._providers.openai_chat import OpenAIChatAdapter, plain_text
+from anyinfer._stream.parts import TextPart
+from tests.wire import iter_by_protocol, require_wire_dir, sse_json
+
+ADAPTER = OpenAIChatAdapter(ai.ProviderSettings("openai", api_key="sk-test"))
+ABSENT = object()
+
+values = st.one_of(st.none(), st.text(max_size=3), st.integers(-1, 1), st.just([]), st.just({}))
+contents = st.one_of(st.text(max_size=5), st.none(), st.integers(), st.just([{"type": "text"}]))
+deltas = st.one_of(
+    values,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "content": contents,
+            "role": st.sampled_from(["assistant", None]),
+            "refusal": st.one_of(st.none(), st.text(max_size=3)),
+            "reasoning_content": st.one_of(st.none(), st.text(max_size=3)),
+            "tool_calls": st.one_of(st.none(), st.just([])),
+            "audio": values,
+        },
+    ),
+)
+choices = st.fixed_dictionaries(
+    {},
+    optional={
+        "index": st.one_of(st.just(0), st.just(1), st.just("0"), st.none()),
+        "delta": deltas,
+        "finish_reason": st.one_of(st.none(), st.sampled_from(["stop", "length", ""])),
+        "logprobs": st.none(),
+    },
+)
+chunks = st.one_of(
+    values,
+    st.fixed_dictionaries(
+        {"object": st.just("chat.completion.chunk")},
+        optional={
+            "choices": st.one_of(values, st.lists(st.one_of(choices, values), max_size=2)),
+            "usage": st.one_of(
+                st.none(), st.just({}), st.just({"prompt_tokens": 1, "completion_tokens": 2})
+            ),
+            "error": st.one_of(st.none(), st.just({"message": "boom"})),
+            "x_groq": st.just({"usage": {"prompt_tokens": 1}}),
+            "system_fingerprint": st.none(),
+        },
+    ),
+)
+
+
+def walked(chunk: Any) -> list[Any] | None:
+    """What the general walk gives, or `None` when it raises."""
+    try:
+        return list(ADAPTER.parts_from_chunk(chunk, "delta"))
+    except Exception:
+        return None
+
+
+@given(chunks)
+def test_the_shortcut_reads_what_the_walk_reads(chunk: Any) -> None:
+    text = plain_text(chunk)
+    if text is not None:
+        assert walked(chunk) == ([TextPart(text)] if text else [])
+
+
+def test_the_shortcut_fires_on_the_usual_chunks() -> None:
+    usual = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "system_fingerprint": None,
+        "choices": [
+            {"index": 0, "delta": {"content": "Hi"}, "logprobs": None, "finish_reason": None}
+        ],
+    }
+    assert plain_text(usual) == "Hi"
+    first = {**usual, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    assert plain_text(first) == ""
+    finish = {**usual, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    assert plain_text(finish) is None
+    refusal = {**usual, "choices": [{"index": 0, "delta": {"refusal": "No"}}]}
+    assert plain_text(refusal) is None
+
+
+def test_real_chunks_agree_and_most_take_the_shortcut() -> None:
+    require_wire_dir()
+    taken = seen = 0
+    for item in iter_by_protocol("openai_chat"):
+        if not item.request.wants_stream or item.response.status != 200:
+            continue
+        frames, _ended = sse_json(item.response.body)
+        for chunk in frames:
+            seen += 1
+            text = plain_text(chunk)
+            if text is not None:
+                taken += 1
+                assert walked(chunk) == ([TextPart(text)] if text else [])
+    assert seen, "no streamed OpenAI Chat recording"
+    assert taken * 2 > seen, (taken, seen)
