@@ -43,6 +43,7 @@ import pytest
 import anyinfer as ai
 
 __all__ = [
+    "mutated",
     "NO_RETRY",
     "Caller",
     "Outcome",
@@ -408,3 +409,44 @@ def metric_points(reader: Any) -> dict[str, list[Any]]:
             for metric in scope.metrics:
                 found.setdefault(metric.name, []).extend(metric.data.data_points)
     return found
+
+
+def mutated(usual: Any, paths: Sequence[tuple[Any, ...]], values: Any) -> Any:
+    """A Hypothesis strategy for JSON values near `usual`: copies with up to three
+    changes, each at one of `paths` (keys and indices from the top; `()` is the whole
+    value), which is either removed (a key) or replaced by a value drawn from `values`.
+
+    About a quarter of the draws are `usual` unchanged; a change whose place an earlier
+    change removed is skipped.
+    """
+    import copy
+
+    from hypothesis import strategies as st
+
+    @st.composite
+    def build(draw: Any) -> Any:
+        value = copy.deepcopy(usual)
+        for _ in range(draw(st.integers(0, 3))):
+            path = draw(st.sampled_from(list(paths)))
+            remove = draw(st.booleans())
+            new = None if remove else draw(values)
+            if not path:
+                value = new
+                continue
+            parent = value
+            for step in path[:-1]:
+                try:
+                    parent = parent[step]
+                except (KeyError, IndexError, TypeError):
+                    parent = None
+                    break
+            last = path[-1]
+            if isinstance(parent, dict) and remove:
+                parent.pop(last, None)
+            elif isinstance(parent, dict) or (
+                isinstance(parent, list) and isinstance(last, int) and last < len(parent)
+            ):
+                parent[last] = new
+        return value
+
+    return build()

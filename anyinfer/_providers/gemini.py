@@ -486,16 +486,44 @@ class GeminiAdapter(HTTPAdapter):
             if calls.finish is not None:
                 yield END  # a clean end of the body after a finish reason
 
+        def frame(chunk: Any, _event: str | None) -> Iterable[Part]:
+            return self.parts_from_chunk(chunk, calls, "stream")
+
+        if self._reads_chunks_as_defined():
+
+            def frame(chunk: Any, _event: str | None) -> Iterable[Part]:
+                # Nearly every chunk is one candidate's text and the running counts:
+                # read it without the general walk, which gives the same parts
+                # (`plain_text`); any other chunk goes there.
+                text = plain_text(chunk)
+                if text is None:
+                    return self.parts_from_chunk(chunk, calls, "stream")
+                meta = chunk.get("usageMetadata")
+                if not meta:
+                    return (TextPart(text),) if text else ()
+                usage = UsagePart(self.usage_from(meta))
+                return (TextPart(text), usage) if text else (usage,)
+
         return self.stream_parts(
             request,
             send,
-            lambda chunk, _event: self.parts_from_chunk(chunk, calls, "stream"),
+            frame,
             whole=whole,
             framing=lambda response: (
                 "sse+json" if _is_event_stream(response, self.stream_format) else "json-array"
             ),
             at_end=at_end,
             assembler=calls,
+        )
+
+    def _reads_chunks_as_defined(self) -> bool:
+        """Whether this class reads chunks with this module's own hooks (a subclass that
+        overrides one does not get `plain_text`'s shortcut)."""
+        cls, base = type(self), GeminiAdapter
+        return (
+            cls.parts_from_chunk is base.parts_from_chunk
+            and cls._chunk_parts is base._chunk_parts
+            and cls.usage_from is base.usage_from
         )
 
     def parts_from_chunk(self, chunk: Any, calls: PartAssembler, phase: str) -> Iterable[Part]:
@@ -648,14 +676,12 @@ class GeminiAdapter(HTTPAdapter):
             thoughts = opt_int(thoughts, pid, "usageMetadata.thoughtsTokenCount")
             total = opt_int(total, pid, "usageMetadata.totalTokenCount")
             cached = opt_int(cached, pid, "usageMetadata.cachedContentTokenCount")
-        return Usage(
-            _sum_known(prompt, tool_prompt),
-            _sum_known(candidates, thoughts),
-            total,
-            cached,
-            None,
-            thoughts,
-        )
+        # Each count sums what is known: one side alone when the other is absent.
+        if tool_prompt is not None:
+            prompt = tool_prompt if prompt is None else prompt + tool_prompt
+        if thoughts is not None:
+            candidates = thoughts if candidates is None else candidates + thoughts
+        return Usage(prompt, candidates, total, cached, None, thoughts)
 
     # --- errors --------------------------------------------------------------------
 
@@ -823,12 +849,37 @@ def merge_options(body: dict[str, Any], options: Mapping[str, Any]) -> dict[str,
     return body
 
 
-def _sum_known(a: int | None, b: int | None) -> int | None:
-    if b is None:
-        return a
-    if a is None:
-        return b
-    return a + b
+def plain_text(chunk: Any) -> str | None:
+    """The text of a stream chunk that is only one candidate's text, else `None`.
+
+    Such a chunk has no `error` or `promptFeedback`, one candidate without a
+    `finishReason`, whose content is one part with a string `text` that is not a
+    thought, and a `usageMetadata` that is an object or absent: for it,
+    `GeminiAdapter.parts_from_chunk` gives a `TextPart` of this text (none for an empty
+    one), then the usage's `UsagePart` when the object is not empty.
+    """
+    if type(chunk) is not dict or "error" in chunk or "promptFeedback" in chunk:
+        return None
+    candidates = chunk.get("candidates")
+    if type(candidates) is not list or len(candidates) != 1:
+        return None
+    candidate = candidates[0]
+    if type(candidate) is not dict or candidate.get("finishReason") is not None:
+        return None
+    content = candidate.get("content")
+    if type(content) is not dict:
+        return None
+    parts = content.get("parts")
+    if type(parts) is not list or len(parts) != 1:
+        return None
+    part = parts[0]
+    if type(part) is not dict or part.get("thought") is True:
+        return None
+    text = part.get("text")
+    meta = chunk.get("usageMetadata")
+    if type(text) is not str or (meta is not None and type(meta) is not dict):
+        return None
+    return text
 
 
 def _positive(value: Any) -> int | None:

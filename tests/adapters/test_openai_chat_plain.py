@@ -16,51 +16,48 @@ from hypothesis import strategies as st
 import anyinfer as ai
 from anyinfer._providers.openai_chat import OpenAIChatAdapter, plain_text
 from anyinfer._stream.parts import TextPart
+from tests.helpers import mutated
 from tests.wire import iter_by_protocol, require_wire_dir, sse_json
 
 ADAPTER = OpenAIChatAdapter(ai.ProviderSettings("openai", api_key="sk-test"))
-ABSENT = object()
 
-values = st.one_of(st.none(), st.text(max_size=3), st.integers(-1, 1), st.just([]), st.just({}))
-contents = st.one_of(st.text(max_size=5), st.none(), st.integers(), st.just([{"type": "text"}]))
-deltas = st.one_of(
-    values,
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "content": contents,
-            "role": st.sampled_from(["assistant", None]),
-            "refusal": st.one_of(st.none(), st.text(max_size=3)),
-            "reasoning_content": st.one_of(st.none(), st.text(max_size=3)),
-            "tool_calls": st.one_of(st.none(), st.just([])),
-            "audio": values,
-        },
-    ),
+USUAL = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion.chunk",
+    "created": 1,
+    "model": "gpt-4o-mini",
+    "system_fingerprint": None,
+    "choices": [{"index": 0, "delta": {"content": "Hi"}, "logprobs": None, "finish_reason": None}],
+}
+C, D = ("choices", 0), ("choices", 0, "delta")
+PATHS = [
+    (),
+    ("choices",),
+    ("usage",),
+    ("error",),
+    ("x_groq",),
+    C,
+    (*C, "index"),
+    (*C, "finish_reason"),
+    D,
+    (*D, "content"),
+    (*D, "role"),
+    (*D, "refusal"),
+    (*D, "reasoning_content"),
+    (*D, "tool_calls"),
+]
+values = st.one_of(
+    st.none(),
+    st.text(max_size=3),
+    st.integers(-1, 1),
+    st.sampled_from(["stop", "assistant", "0"]),
+    st.just([]),
+    st.just({}),
+    st.just({"prompt_tokens": 1, "completion_tokens": 2}),
+    st.just([{"index": 0, "delta": {"content": "x"}}, {"index": 1, "delta": {}}]),
+    st.just([{"type": "text", "text": "x"}]),
 )
-choices = st.fixed_dictionaries(
-    {},
-    optional={
-        "index": st.one_of(st.just(0), st.just(1), st.just("0"), st.none()),
-        "delta": deltas,
-        "finish_reason": st.one_of(st.none(), st.sampled_from(["stop", "length", ""])),
-        "logprobs": st.none(),
-    },
-)
-chunks = st.one_of(
-    values,
-    st.fixed_dictionaries(
-        {"object": st.just("chat.completion.chunk")},
-        optional={
-            "choices": st.one_of(values, st.lists(st.one_of(choices, values), max_size=2)),
-            "usage": st.one_of(
-                st.none(), st.just({}), st.just({"prompt_tokens": 1, "completion_tokens": 2})
-            ),
-            "error": st.one_of(st.none(), st.just({"message": "boom"})),
-            "x_groq": st.just({"usage": {"prompt_tokens": 1}}),
-            "system_fingerprint": st.none(),
-        },
-    ),
-)
+chunks = mutated(USUAL, PATHS, values)
 
 
 def walked(chunk: Any) -> list[Any] | None:
@@ -79,16 +76,7 @@ def test_the_shortcut_reads_what_the_walk_reads(chunk: Any) -> None:
 
 
 def test_the_shortcut_fires_on_the_usual_chunks() -> None:
-    usual = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "gpt-4o-mini",
-        "system_fingerprint": None,
-        "choices": [
-            {"index": 0, "delta": {"content": "Hi"}, "logprobs": None, "finish_reason": None}
-        ],
-    }
+    usual = USUAL
     assert plain_text(usual) == "Hi"
     first = {**usual, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
     assert plain_text(first) == ""
