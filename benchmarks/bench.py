@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,7 @@ class Plan:
     conc_streams: int
     conc_chunks: int
     conc_reps: int
+    replay_reps: int
     first_chunks: int = 100
 
 
@@ -75,6 +76,7 @@ FULL = Plan(
     conc_streams=200,
     conc_chunks=100,
     conc_reps=5,
+    replay_reps=9,
 )
 QUICK = Plan(
     import_reps=8,
@@ -86,6 +88,7 @@ QUICK = Plan(
     conc_streams=200,
     conc_chunks=100,
     conc_reps=1,
+    replay_reps=3,
 )
 
 TARGETS: dict[str, float] = {
@@ -852,6 +855,96 @@ def bench_concurrency(server: Server, plan: Plan, proto: Protocol) -> list[Row]:
 # --- profiling -----------------------------------------------------------------------
 
 
+# --- 5. replayed bytes, in-process (information) --------------------------------------
+
+
+def replay_transport(reads: list[bytes], headers: list[tuple[str, str]]) -> Any:
+    """An httpx transport that serves one recorded response (its reads, in order) to
+    every request, in-process: no socket, no server, no event-loop wait between reads."""
+    import httpx
+
+    class Reads(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for read in reads:
+                yield read
+
+    class Replay(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            await request.aread()
+            return httpx.Response(200, headers=headers, stream=Reads())
+
+    return Replay()
+
+
+async def capture(proto: Protocol, base: str, stream: bool) -> tuple[list[bytes], list[Any]]:
+    """The fake server's answer to the raw side's request, as httpx read it."""
+    async with make_raw(proto) as http:
+        if stream:
+            request = http.build_request(
+                "POST", base + proto.stream_path, json=proto.stream_body, params=proto.stream_params
+            )
+        else:
+            request = http.build_request(
+                "POST", base + proto.generate_path, json=proto.generate_body
+            )
+        response = await http.send(request, stream=True)
+        reads = [read async for read in response.aiter_raw()]
+        await response.aclose()
+    framing = ("transfer-encoding", "content-length", "connection")
+    return reads, [(k, v) for k, v in response.headers.items() if k.lower() not in framing]
+
+
+async def bench_replay(server: Server, plan: Plan, proto: Protocol) -> list[Row]:
+    """Client CPU time per chunk and per request on the server's recorded bytes, served
+    in-process to both sides (the minimum over the repetitions, sides alternating)."""
+    return [
+        await replay_row(server, plan, proto, True),
+        await replay_row(server, plan, proto, False),
+    ]
+
+
+async def replay_row(server: Server, plan: Plan, proto: Protocol, stream: bool) -> Row:
+    import httpx
+
+    import anyinfer as ai
+
+    chunks = plan.stream_chunks if stream else plan.seq_chunks
+    base = proto.base_url(server.port, chunks)
+    transport = replay_transport(*await capture(proto, base, stream))
+    settings = ai.ProviderSettings(
+        proto.provider, api_key=API_KEY, base_url=base, transport=transport
+    )
+    count = 3 if stream else plan.seq_requests
+    units = count * chunks if stream else count
+    async with (
+        ai.AsyncClient([settings]) as client,
+        httpx.AsyncClient(headers=proto.headers, trust_env=False, transport=transport) as http,
+    ):
+
+        async def ours() -> tuple[str, int | None]:
+            if stream:
+                return await anyinfer_stream(client, proto)
+            return await anyinfer_generate(client, proto)
+
+        async def raw() -> tuple[str, int | None]:
+            if stream:
+                return await raw_stream(http, proto, base)
+            return await raw_generate(http, proto, base)
+
+        check(await ours(), chunks, "anyinfer")
+        check(await raw(), chunks, "raw httpx")
+        best = {"anyinfer": float("inf"), "raw": float("inf")}
+        for _ in range(plan.replay_reps):
+            for side, work in (("anyinfer", ours), ("raw", raw)):
+                cpu = time.process_time()
+                for _ in range(count):
+                    await work()
+                best[side] = min(best[side], (time.process_time() - cpu) / units * 1e6)
+    what = f"per chunk ({chunks} chunks)" if stream else "per request"
+    name = f"replayed, {what}, client CPU [{proto.name}]"
+    return Row(name, "us", best["anyinfer"], best["raw"], None)
+
+
 async def profile_streaming(
     server: Server, proto: Protocol, chunks: int, reps: int, limit: int
 ) -> None:
@@ -927,7 +1020,8 @@ def describe_env(server: Server, plan: Plan, quick: bool, protocols: Sequence[Pr
         f"imports + first request x{plan.import_reps}; "
         f"stream {plan.stream_chunks} chunks x{plan.stream_reps}; "
         f"sequential {plan.seq_requests} requests x{plan.seq_reps}; "
-        f"concurrency {plan.conc_streams}x{plan.conc_chunks} chunks x{plan.conc_reps} per side"
+        f"concurrency {plan.conc_streams}x{plan.conc_chunks} chunks x{plan.conc_reps} per side; "
+        f"replayed x{plan.replay_reps}"
         f"{warning}"
     )
 
@@ -944,7 +1038,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
     parser.add_argument(
         "--only",
-        choices=("imports", "stream", "sequential", "concurrency"),
+        choices=("imports", "stream", "sequential", "concurrency", "replay"),
         action="append",
         help="run only these measurements (repeatable)",
     )
@@ -972,7 +1066,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     plan = QUICK if args.quick else FULL
-    only = set(args.only or ("imports", "stream", "sequential", "concurrency"))
+    only = set(args.only or ("imports", "stream", "sequential", "concurrency", "replay"))
     server = Server(args.framing)
     try:
         if args.profile:
@@ -984,20 +1078,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = time.perf_counter()
         rows: list[Row] = []
         if "imports" in only:
-            log("1/4 import time, import + first request (fresh interpreters)...")
+            log("1/5 import time, import + first request (fresh interpreters)...")
             rows += bench_imports(plan, server, protocols)
         if "stream" in only:
             for proto in protocols:
-                log(f"2/4 streaming [{proto.name}]...")
+                log(f"2/5 streaming [{proto.name}]...")
                 rows += asyncio.run(bench_streaming(server, plan, proto))
         if "sequential" in only:
             for proto in protocols:
-                log(f"3/4 sequential non-streaming requests [{proto.name}]...")
+                log(f"3/5 sequential non-streaming requests [{proto.name}]...")
                 rows += asyncio.run(bench_sequential(server, plan, proto))
         if "concurrency" in only:
             for proto in protocols:
-                log(f"4/4 concurrent streams (fresh process per side) [{proto.name}]...")
+                log(f"4/5 concurrent streams (fresh process per side) [{proto.name}]...")
                 rows += bench_concurrency(server, plan, proto)
+        if "replay" in only:
+            for proto in protocols:
+                log(f"5/5 replayed bytes, in-process [{proto.name}]...")
+                rows += asyncio.run(bench_replay(server, plan, proto))
         log(f"done in {time.perf_counter() - started:.0f} s\n")
     finally:
         server.stop()
