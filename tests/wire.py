@@ -58,6 +58,7 @@ __all__ = [
     "require_wire_dir",
     "sse_frames",
     "sse_json",
+    "streamed_chunks",
 ]
 
 WIRE_ENV = "ANYINFER_SHARED_WIRE"
@@ -553,6 +554,13 @@ def replay_transport(
 def iter_by_protocol(protocol: str, root: Path | None = None) -> Iterator[Interaction]:
     """Interactions speaking `protocol` (a `protocol_of` name), in file order."""
     yield from interactions(root, lambda i: i.protocol == protocol)
+
+
+def streamed_chunks(protocol: str, root: Path | None = None) -> Iterator[Any]:
+    """Every JSON `data:` chunk of the successful streamed recordings of `protocol`."""
+    for item in iter_by_protocol(protocol, root):
+        if item.request.wants_stream and item.response.status == 200:
+            yield from sse_json(item.response.body)[0]
 
 
 # --- checks shared by the replay tests -------------------------------------------------

@@ -95,6 +95,7 @@ __all__ = [
     "PartAssembler",
     "SSEEvent",
     "Sender",
+    "inherits",
     "refuse_unserved",
 ]
 
@@ -584,6 +585,15 @@ class _ReadBudget:
                 raise ResponseTooLargeError(
                     f"{pid}: response exceeded max_response_bytes={self._limit}", provider=pid
                 )
+
+
+def inherits(cls: type, base: type, *methods: str) -> bool:
+    """Whether `cls` takes each of `base`'s plain methods named in `methods` as it is.
+
+    A decoder's shortcut for the usual frame is only right while the hooks it stands for
+    are the module's own: a subclass that overrides one is read the general way.
+    """
+    return all(getattr(cls, name) is getattr(base, name) for name in methods)
 
 
 def body_reads(response: httpx.Response) -> AsyncIterator[bytes]:

@@ -110,7 +110,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
 
-from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler, parse_retry_after
+from .._adapters.base import (
+    DiscoveredModel,
+    HTTPAdapter,
+    PartAssembler,
+    inherits,
+    parse_retry_after,
+)
 from .._adapters.errormap import ErrorKind
 from .._adapters.framing import loads_or_none
 from .._adapters.profile import INPUT_KINDS, AdapterProfile, InputSupport
@@ -489,7 +495,7 @@ class GeminiAdapter(HTTPAdapter):
         def frame(chunk: Any, _event: str | None) -> Iterable[Part]:
             return self.parts_from_chunk(chunk, calls, "stream")
 
-        if self._reads_chunks_as_defined():
+        if inherits(type(self), GeminiAdapter, *_CHUNK_HOOKS):
 
             def frame(chunk: Any, _event: str | None) -> Iterable[Part]:
                 # Nearly every chunk is one candidate's text and the running counts:
@@ -514,16 +520,6 @@ class GeminiAdapter(HTTPAdapter):
             ),
             at_end=at_end,
             assembler=calls,
-        )
-
-    def _reads_chunks_as_defined(self) -> bool:
-        """Whether this class reads chunks with this module's own hooks (a subclass that
-        overrides one does not get `plain_text`'s shortcut)."""
-        cls, base = type(self), GeminiAdapter
-        return (
-            cls.parts_from_chunk is base.parts_from_chunk
-            and cls._chunk_parts is base._chunk_parts
-            and cls.usage_from is base.usage_from
         )
 
     def parts_from_chunk(self, chunk: Any, calls: PartAssembler, phase: str) -> Iterable[Part]:
@@ -847,6 +843,10 @@ def merge_options(body: dict[str, Any], options: Mapping[str, Any]) -> dict[str,
         else:
             body[key] = value
     return body
+
+
+_CHUNK_HOOKS = ("parts_from_chunk", "_chunk_parts", "usage_from")
+"""The hooks `plain_text` stands for: a subclass that overrides one keeps the general walk."""
 
 
 def plain_text(chunk: Any) -> str | None:

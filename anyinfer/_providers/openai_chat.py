@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
 
-from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler, Sender
+from .._adapters.base import DiscoveredModel, HTTPAdapter, PartAssembler, Sender, inherits
 from .._adapters.errormap import error_fields
 from .._adapters.profile import AdapterProfile, InputSupport
 from .._errors import ConfigError
@@ -227,7 +227,7 @@ class OpenAIChatAdapter(HTTPAdapter):
         def frame(chunk: Any, _event: str | None) -> Iterable[Part]:
             return decode(chunk, "delta")
 
-        if prepare is None and self._reads_chunks_as_defined():
+        if prepare is None and inherits(type(self), OpenAIChatAdapter, *_CHUNK_HOOKS):
 
             def frame(chunk: Any, _event: str | None) -> Iterable[Part]:
                 # Nearly every chunk is one choice's text: read it without the general
@@ -245,17 +245,6 @@ class OpenAIChatAdapter(HTTPAdapter):
             sentinel=b"[DONE]",
             assembler=assembler,
             empty_ok=empty_ok,
-        )
-
-    def _reads_chunks_as_defined(self) -> bool:
-        """Whether this class reads chunks with this module's own hooks (a subclass that
-        overrides one does not get `plain_text`'s shortcut)."""
-        cls, base = type(self), OpenAIChatAdapter
-        return (
-            cls.parts_from_chunk is base.parts_from_chunk
-            and cls._chunk_parts is base._chunk_parts
-            and cls.chunk_usage is base.chunk_usage
-            and cls.parts_from_delta is base.parts_from_delta
         )
 
     def parts_from_chunk(self, chunk: Any, key: str) -> Iterable[Part]:
@@ -446,6 +435,8 @@ def json_schema_fields(fmt: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _PLAIN_DELTA_KEYS = frozenset({"content", "role"})
+_CHUNK_HOOKS = ("parts_from_chunk", "_chunk_parts", "chunk_usage", "parts_from_delta")
+"""The hooks `plain_text` stands for: a subclass that overrides one keeps the general walk."""
 
 
 def plain_text(chunk: Any) -> str | None:

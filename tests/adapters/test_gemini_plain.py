@@ -18,7 +18,7 @@ from anyinfer._adapters.assembler import PartAssembler
 from anyinfer._providers.gemini import GeminiAdapter, plain_text
 from anyinfer._stream.parts import TextPart, UsagePart
 from tests.helpers import mutated
-from tests.wire import iter_by_protocol, require_wire_dir, sse_json
+from tests.wire import require_wire_dir, streamed_chunks
 
 ADAPTER = GeminiAdapter(ai.ProviderSettings("gemini", api_key="test-key"))
 
@@ -105,15 +105,11 @@ def test_the_shortcut_fires_on_the_usual_chunk_and_not_on_a_finish() -> None:
 def test_real_chunks_agree_and_many_take_the_shortcut() -> None:
     require_wire_dir()
     taken = seen = 0
-    for item in iter_by_protocol("gemini"):
-        if not item.request.wants_stream or item.response.status != 200:
-            continue
-        frames, _ended = sse_json(item.response.body)
-        for chunk in frames:
-            seen += 1
-            text = plain_text(chunk)
-            if text is not None:
-                taken += 1
-                assert shortcut(chunk, text) == walked(chunk)
+    for chunk in streamed_chunks("gemini"):
+        seen += 1
+        text = plain_text(chunk)
+        if text is not None:
+            taken += 1
+            assert shortcut(chunk, text) == walked(chunk)
     assert seen, "no streamed Gemini recording"
     assert taken * 3 > seen, (taken, seen)

@@ -17,7 +17,7 @@ import anyinfer as ai
 from anyinfer._providers.openai_chat import OpenAIChatAdapter, plain_text
 from anyinfer._stream.parts import TextPart
 from tests.helpers import mutated
-from tests.wire import iter_by_protocol, require_wire_dir, sse_json
+from tests.wire import require_wire_dir, streamed_chunks
 
 ADAPTER = OpenAIChatAdapter(ai.ProviderSettings("openai", api_key="sk-test"))
 
@@ -89,15 +89,11 @@ def test_the_shortcut_fires_on_the_usual_chunks() -> None:
 def test_real_chunks_agree_and_most_take_the_shortcut() -> None:
     require_wire_dir()
     taken = seen = 0
-    for item in iter_by_protocol("openai_chat"):
-        if not item.request.wants_stream or item.response.status != 200:
-            continue
-        frames, _ended = sse_json(item.response.body)
-        for chunk in frames:
-            seen += 1
-            text = plain_text(chunk)
-            if text is not None:
-                taken += 1
-                assert walked(chunk) == ([TextPart(text)] if text else [])
+    for chunk in streamed_chunks("openai_chat"):
+        seen += 1
+        text = plain_text(chunk)
+        if text is not None:
+            taken += 1
+            assert walked(chunk) == ([TextPart(text)] if text else [])
     assert seen, "no streamed OpenAI Chat recording"
     assert taken * 2 > seen, (taken, seen)
