@@ -59,7 +59,7 @@ replays the conversation as messages, tool calls and tool results only.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import httpx
@@ -390,7 +390,7 @@ class ResponsesReader:
 
     # --- dispatch ------------------------------------------------------------------
 
-    def event(self, payload: Any, sse_name: str | None = None) -> Iterator[Part]:
+    def event(self, payload: Any, sse_name: str | None = None) -> Iterable[Part]:
         """Parts of one stream event; `END` after a terminal one.
 
         Args:
@@ -405,18 +405,28 @@ class ResponsesReader:
         kind = ev.get("type")
         if type(kind) is not str or not kind:
             kind = opt_str(kind, pid, "event.type") or sse_name or ""
+        if kind == "response.output_text.delta":
+            # The common event, answered without a generator (`_piece`, inlined).
+            delta = ev.get("delta")
+            if type(delta) is not str:
+                delta = as_str(delta, pid, f"{kind}.delta")
+            key = self._content_key(ev, "content_index", "text")
+            if not delta:
+                return ()
+            self._record(key, delta)
+            return (TextPart(delta),)
+        return self._other(ev, kind)
+
+    def _other(self, ev: dict[str, Any], kind: str) -> Iterator[Part]:
+        """`event`'s parts for every event but an output text delta."""
+        pid = self.pid
         delta_of = _TEXT_DELTAS.get(kind)
         if delta_of is not None:
             index_field, text_kind = delta_of
             delta = ev.get("delta")
             if type(delta) is not str:
                 delta = as_str(delta, pid, f"{kind}.delta")
-            key = self._content_key(ev, index_field, text_kind)
-            if text_kind != "text":
-                yield from self._piece(key, delta)
-            elif delta:  # the common event, inlined from `_piece`
-                yield TextPart(delta)
-                self._record(key, delta)
+            yield from self._piece(self._content_key(ev, index_field, text_kind), delta)
         elif kind in _TEXT_DONES:
             index_field, text_kind, text_field = _TEXT_DONES[kind]
             key = self._content_key(ev, index_field, text_kind)
