@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._adapters.base import DiscoveredModel, Health, HTTPAdapter, PartAssembler
+from .._adapters.base import DiscoveredModel, Health, HTTPAdapter, PartAssembler, inherits
 from .._adapters.errormap import ErrorKind
 from .._adapters.profile import AdapterProfile, InputSupport
 from .._errors import AnyInferError, ConfigError, ProtocolError, ProviderError
@@ -297,13 +297,21 @@ class OllamaAdapter(HTTPAdapter):
         """
         send = self.body_sender(request, self.chat_path, self.build_body)
         calls = PartAssembler(tool_finish=True)
-        return self.stream_parts(
-            request,
-            send,
-            lambda obj, _event: self.parts_from_object(obj, calls),
-            framing="ndjson",
-            assembler=calls,
-        )
+
+        def frame(obj: Any, _event: str | None) -> Iterable[Part]:
+            return self.parts_from_object(obj, calls)
+
+        if inherits(type(self), OllamaAdapter, "parts_from_object", "parts_from_message"):
+
+            def frame(obj: Any, _event: str | None) -> Iterable[Part]:
+                # Nearly every line is a piece of text: read it without the general
+                # walk's generators, which give the same part (`plain_text`).
+                text = plain_text(obj)
+                if text is None:
+                    return self.parts_from_object(obj, calls)
+                return (TextPart(text),) if text else ()
+
+        return self.stream_parts(request, send, frame, framing="ndjson", assembler=calls)
 
     def parts_from_object(self, obj: Any, calls: PartAssembler | None = None) -> Iterator[Part]:
         """Parts of one stream object, or of the whole non-streaming response.
@@ -646,3 +654,23 @@ def _merge(listed: DiscoveredModel, shown: DiscoveredModel) -> DiscoveredModel:
         facts={**listed.facts, **shown.facts},
         raw={**listed.raw, "show": dict(shown.raw)},
     )
+
+
+_PLAIN_MESSAGE_KEYS = frozenset({"role", "content"})
+
+
+def plain_text(obj: Any) -> str | None:
+    """The text of a stream line that is only a piece of text, else `None`.
+
+    Such a line has no `error`, is not the `done: true` one, and has a `message` holding
+    only `content` (a string) and perhaps `role`: for it,
+    `OllamaAdapter.parts_from_object` gives one `TextPart` of this text (none for an
+    empty one).
+    """
+    if type(obj) is not dict or obj.get("done") is True or obj.get("error") is not None:
+        return None
+    message = obj.get("message")
+    if type(message) is not dict or not message.keys() <= _PLAIN_MESSAGE_KEYS:
+        return None
+    content = message.get("content", "")
+    return content if type(content) is str else None
