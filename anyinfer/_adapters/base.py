@@ -591,9 +591,20 @@ def inherits(cls: type, base: type, *methods: str) -> bool:
     """Whether `cls` takes each of `base`'s plain methods named in `methods` as it is.
 
     A decoder's shortcut for the usual frame is only right while the hooks it stands for
-    are the module's own: a subclass that overrides one is read the general way.
+    are the module's own: a subclass that overrides one is read the general way. Asked
+    once per response, so the answer per class is kept (a class's methods are fixed once
+    it is made).
     """
-    return all(getattr(cls, name) is getattr(base, name) for name in methods)
+    key = (cls, base, methods)
+    known = _inherited.get(key)
+    if known is None:
+        if len(_inherited) >= 256:
+            _inherited.clear()  # classes made at run time (tests) do not pile up
+        known = _inherited[key] = all(getattr(cls, n) is getattr(base, n) for n in methods)
+    return known
+
+
+_inherited: dict[tuple[type, type, tuple[str, ...]], bool] = {}
 
 
 def body_reads(response: httpx.Response) -> AsyncIterator[bytes]:
