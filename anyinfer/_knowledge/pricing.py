@@ -291,14 +291,21 @@ def _profile_convention(provider_id: str) -> UsageConvention | None:
 # --- model-name matching -------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class _Clause:
-    """A case-insensitive model-name predicate, in genai-prices' clause vocabulary."""
+    """A case-insensitive model-name predicate, in genai-prices' clause vocabulary.
 
-    kind: str
-    value: str | tuple[_Clause, ...]
+    `_Clause` and `_Entry` are plain classes with slots, not dataclasses: the client
+    imports this module for `Usage.cost_usd`, and creating a dataclass costs about a
+    millisecond at import. Both are compared by identity; nothing compares them.
+    """
+
+    __slots__ = ("kind", "value")
 
     _LEAVES = ("equals", "starts_with", "ends_with", "contains", "regex")
+
+    def __init__(self, kind: str, value: str | tuple[_Clause, ...]) -> None:
+        self.kind = kind
+        self.value = value
 
     @classmethod
     def parse(cls, data: Any, where: str) -> _Clause:
@@ -342,14 +349,24 @@ class _Clause:
         return {self.kind: value}
 
 
-@dataclass(frozen=True, slots=True)
 class _Entry:
-    provider: str
-    model: str
-    price: ModelPrice
-    aliases: tuple[str, ...] = ()
-    match: _Clause | None = None
-    context_window: int | None = None
+    __slots__ = ("aliases", "context_window", "match", "model", "price", "provider")
+
+    def __init__(
+        self,
+        provider: str,
+        model: str,
+        price: ModelPrice,
+        aliases: tuple[str, ...] = (),
+        match: _Clause | None = None,
+        context_window: int | None = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.price = price
+        self.aliases = aliases
+        self.match = match
+        self.context_window = context_window
 
 
 # --- the table -----------------------------------------------------------------------
