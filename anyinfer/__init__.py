@@ -16,7 +16,6 @@ from ._adapters.registry import ENTRY_POINT_GROUP, ProviderRegistry, default_reg
 from ._client.aclient import AsyncClient
 from ._client.credentials import CredentialResolver, EnvResolver, KeyringResolver, ResolverChain
 from ._client.route import Decision, RetryPolicy, Route, default_decision
-from ._client.sync import Client
 from ._errors import (
     AllTargetsFailedError,
     AnyInferError,
@@ -205,6 +204,7 @@ __all__ = [
 
 # Imported on first use, so `import anyinfer` stays fast.
 _LAZY: dict[str, str] = {
+    "Client": "._client.sync",
     **dict.fromkeys(
         ("AcquisitionProgress", "AcquisitionReport", "PlannedFile", "ProgressSink"),
         "._local.acquire",
@@ -263,6 +263,7 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
+    from ._client.sync import Client
     from ._embed._types import Embeddings, EmbedEncoding, RankedDocument, Reranking
     from ._local.acquire import AcquisitionProgress, AcquisitionReport, PlannedFile, ProgressSink
     from ._local.catalog import (

@@ -141,6 +141,10 @@ class Client:
     page.
     """
 
+    # `anyinfer` loads this module on first use of `anyinfer.Client` (async code never
+    # needs it); the public name holds however the class is reached.
+    __module__ = "anyinfer"
+
     @_signed_as(AsyncClient.__init__)
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._loop = _LoopThread()
