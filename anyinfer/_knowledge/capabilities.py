@@ -99,6 +99,7 @@ _SIZES_FIELDS = frozenset({"embed_dimension_options"})
 _NAMES_FIELDS = frozenset({"embed_input_types"})
 CAPABILITY_FIELDS: tuple[str, ...] = _INT_FIELDS + _BOOL_FIELDS + EMBEDDING_FIELDS
 """The capability fields, in declaration order (`provenance` excluded)."""
+_FIELD_NAMES = frozenset(CAPABILITY_FIELDS)
 
 _KINDS = {
     name: "a positive int"
@@ -251,7 +252,7 @@ class ModelCapabilities:
         Raises:
             ConfigError: On an unknown key or a value of the wrong type.
         """
-        unknown = set(data) - set(CAPABILITY_FIELDS)
+        unknown = data.keys() - _FIELD_NAMES
         if unknown:
             raise ConfigError(f"unknown capability field(s): {', '.join(sorted(unknown))}")
         return cls(**{k: data[k] for k in CAPABILITY_FIELDS if k in data})
@@ -264,7 +265,13 @@ class ModelCapabilities:
 
     def at(self, layer: Provenance) -> ModelCapabilities:
         """A copy whose every known field is marked as coming from `layer`."""
-        return replace(self, provenance=dict.fromkeys(self.known(), layer))
+        known: dict[str, Any] = self.known()
+        if type(self) is not ModelCapabilities:  # a subclass may add fields: keep them
+            return replace(self, provenance=dict.fromkeys(known, layer))
+        # Every other field is unknown (`None`, its default): built from the known ones
+        # alone, without `replace()` reading all twenty fields (a catalog makes one per
+        # model when it loads).
+        return ModelCapabilities(**known, provenance=dict.fromkeys(known, layer))
 
     def source(self, name: str) -> Provenance | None:
         """The layer that supplied field `name`, or `None` when it is unknown."""
