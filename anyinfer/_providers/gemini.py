@@ -500,15 +500,18 @@ class GeminiAdapter(HTTPAdapter):
             def frame(chunk: Any, _event: str | None) -> Iterable[Part]:
                 # Nearly every chunk is one candidate's text and the running counts:
                 # read it without the general walk, which gives the same parts
-                # (`plain_text`); any other chunk goes there.
+                # (`plain_text`, `counts`); any other chunk, and one whose counts are
+                # not all integers, goes there.
                 text = plain_text(chunk)
-                if text is None:
-                    return self.parts_from_chunk(chunk, calls, "stream")
-                meta = chunk.get("usageMetadata")
-                if not meta:
-                    return (TextPart(text),) if text else ()
-                usage = UsagePart(self.usage_from(meta))
-                return (TextPart(text), usage) if text else (usage,)
+                if text is not None:
+                    meta = chunk.get("usageMetadata")
+                    if not meta:
+                        return (TextPart(text),) if text else ()
+                    usage = counts(meta)
+                    if usage is not None:
+                        part = UsagePart(usage)
+                        return (TextPart(text), part) if text else (part,)
+                return self.parts_from_chunk(chunk, calls, "stream")
 
         return self.stream_parts(
             request,
@@ -650,34 +653,14 @@ class GeminiAdapter(HTTPAdapter):
 
     def usage_from(self, u: dict[str, Any]) -> Usage:
         """Usage from a `usageMetadata` object (see the module documentation)."""
-        get = u.get
-        prompt = get("promptTokenCount")
-        tool_prompt = get("toolUsePromptTokenCount")
-        candidates = get("candidatesTokenCount")
-        thoughts = get("thoughtsTokenCount")
-        total = get("totalTokenCount")
-        cached = get("cachedContentTokenCount")
-        if not (
-            type(prompt) in _COUNT
-            and type(tool_prompt) in _COUNT
-            and type(candidates) in _COUNT
-            and type(thoughts) in _COUNT
-            and type(total) in _COUNT
-            and type(cached) in _COUNT
-        ):
+        usage = counts(u)
+        if usage is None:
+            # A count that is neither an integer nor absent: checked, in `_COUNT_KEYS`
+            # order (an integral float passes as its integer, anything else raises).
             pid = self.instance_id
-            prompt = opt_int(prompt, pid, "usageMetadata.promptTokenCount")
-            tool_prompt = opt_int(tool_prompt, pid, "usageMetadata.toolUsePromptTokenCount")
-            candidates = opt_int(candidates, pid, "usageMetadata.candidatesTokenCount")
-            thoughts = opt_int(thoughts, pid, "usageMetadata.thoughtsTokenCount")
-            total = opt_int(total, pid, "usageMetadata.totalTokenCount")
-            cached = opt_int(cached, pid, "usageMetadata.cachedContentTokenCount")
-        # Each count sums what is known: one side alone when the other is absent.
-        if tool_prompt is not None:
-            prompt = tool_prompt if prompt is None else prompt + tool_prompt
-        if thoughts is not None:
-            candidates = thoughts if candidates is None else candidates + thoughts
-        return Usage(prompt, candidates, total, cached, None, thoughts)
+            usage = counts({k: opt_int(u.get(k), pid, f"usageMetadata.{k}") for k in _COUNT_KEYS})
+            assert usage is not None  # every count is an int or None now
+        return usage
 
     # --- errors --------------------------------------------------------------------
 
@@ -828,8 +811,46 @@ class GeminiAdapter(HTTPAdapter):
 # --- helpers -------------------------------------------------------------------------
 
 
-_COUNT = frozenset({int, type(None)})
-"""The types a token count may have on the fast path (anything else is checked)."""
+_COUNT_KEYS = (
+    "promptTokenCount",
+    "toolUsePromptTokenCount",
+    "candidatesTokenCount",
+    "thoughtsTokenCount",
+    "totalTokenCount",
+    "cachedContentTokenCount",
+)
+"""The `usageMetadata` counts `counts` reads."""
+
+
+def counts(u: dict[str, Any]) -> Usage | None:
+    """The `Usage` of a `usageMetadata` object whose counts (`_COUNT_KEYS`) are each an
+    `int` or absent, else `None` (`GeminiAdapter.usage_from` checks that object).
+
+    Each sum counts what is known, one side alone when the other is absent: the input is
+    the prompt plus the tool-use prompt, the output the candidates plus the thoughts.
+    """
+    get = u.get
+    prompt = get("promptTokenCount")
+    tool_prompt = get("toolUsePromptTokenCount")
+    candidates = get("candidatesTokenCount")
+    thoughts = get("thoughtsTokenCount")
+    total = get("totalTokenCount")
+    cached = get("cachedContentTokenCount")
+    # `type(x) is int`: a bool is not a count.
+    if not (
+        (prompt is None or type(prompt) is int)
+        and (tool_prompt is None or type(tool_prompt) is int)
+        and (candidates is None or type(candidates) is int)
+        and (thoughts is None or type(thoughts) is int)
+        and (total is None or type(total) is int)
+        and (cached is None or type(cached) is int)
+    ):
+        return None
+    if tool_prompt is not None:
+        prompt = tool_prompt if prompt is None else prompt + tool_prompt
+    if thoughts is not None:
+        candidates = thoughts if candidates is None else candidates + thoughts
+    return Usage(prompt, candidates, total, cached, None, thoughts)
 
 
 def merge_options(body: dict[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""Gemini's stream shortcut for text-only chunks (`plain_text`) reads exactly what the
-general chunk walk (`GeminiAdapter.parts_from_chunk`) reads.
+"""Gemini's stream shortcut for text-only chunks (`plain_text` and `counts` in the stream's
+frame) gives exactly what the general chunk walk (`GeminiAdapter.parts_from_chunk`) gives.
 
-Hypothesis draws chunks near the usual shape (each field present, absent, null or of
-another type); wherever the shortcut answers, the walk must give the same parts. The real
+Hypothesis draws streams of chunks near the usual shape (each field present, absent, null
+or of another type) and reads each through the adapter and through a subclass that keeps
+the walk for every chunk: the parts, and the error that ends them, must agree. The real
 recordings check that the shortcut fires on what Gemini actually sends.
 """
 
@@ -10,17 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
 import anyinfer as ai
-from anyinfer._adapters.assembler import PartAssembler
-from anyinfer._providers.gemini import GeminiAdapter, plain_text
-from anyinfer._stream.parts import TextPart, UsagePart
-from tests.helpers import mutated
+from anyinfer._providers.gemini import GeminiAdapter, counts, plain_text
+from anyinfer._request import GenerationRequest
+from anyinfer._types import Usage
+from tests.helpers import mutated, run, sse
 from tests.wire import require_wire_dir, streamed_chunks
-
-ADAPTER = GeminiAdapter(ai.ProviderSettings("gemini", api_key="test-key"))
 
 USUAL = {
     "candidates": [{"content": {"parts": [{"text": "Hi"}], "role": "model"}, "index": 0}],
@@ -51,6 +51,7 @@ values = st.one_of(
     st.none(),
     st.text(max_size=3),
     st.integers(-1, 9),
+    st.sampled_from([2.0, 2.5]),
     st.booleans(),
     st.sampled_from(["STOP", "SAFETY", "7"]),
     st.just([]),
@@ -59,34 +60,69 @@ values = st.one_of(
     st.just([{"text": "a"}, {"text": "b"}]),
     st.just({"blockReason": "SAFETY"}),
 )
-chunks = mutated(USUAL, PATHS, values)
+THINKING = {  # a thinking model's running counts, with a cached prompt
+    **USUAL,
+    "usageMetadata": {
+        "promptTokenCount": 3,
+        "candidatesTokenCount": 1,
+        "thoughtsTokenCount": 5,
+        "cachedContentTokenCount": 2,
+        "totalTokenCount": 9,
+    },
+}
+chunks = st.one_of(mutated(USUAL, PATHS, values), mutated(THINKING, PATHS, values))
 
 
-def walked(chunk: Any) -> list[Any] | str:
-    """What the general walk gives, or the name of the error it raises."""
-    try:
-        return list(ADAPTER.parts_from_chunk(chunk, PartAssembler(tool_finish=True), "stream"))
-    except Exception as exc:
-        return type(exc).__name__
+class Walked(GeminiAdapter):
+    """Reads every chunk with the general walk: it overrides a hook the shortcut stands
+    for (`_adapters.base.inherits`)."""
+
+    def usage_from(self, u: dict[str, Any]) -> Usage:
+        return super().usage_from(u)
 
 
-def shortcut(chunk: Any, text: str) -> list[Any] | str:
-    """What the stream's shortcut gives for a chunk `plain_text` answered."""
-    meta = chunk.get("usageMetadata")
-    out: list[Any] = [TextPart(text)] if text else []
-    if meta:
+def streamed(cls: type[GeminiAdapter], body: bytes) -> list[Any]:
+    """The parts `cls` reads from a streamed `body`, then the error that ended them."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+
+    async def main() -> list[Any]:
+        settings = ai.ProviderSettings(
+            "gemini",
+            api_key="k",
+            base_url="http://127.0.0.1:9",
+            transport=httpx.MockTransport(handler),
+        )
+        adapter = cls(settings)
+        request = GenerationRequest(model="m", messages=(ai.Message.user("hi"),), stream=True)
+        out: list[Any] = []
         try:
-            out.append(UsagePart(ADAPTER.usage_from(meta)))
+            async for part in adapter.generate(request):
+                out.append(part)
         except Exception as exc:
-            return type(exc).__name__
-    return out
+            out.append((type(exc).__name__, str(exc)))
+        finally:
+            await adapter.aclose()
+        return out
+
+    return run(main())
 
 
-@given(chunks)
-def test_the_shortcut_reads_what_the_walk_reads(chunk: Any) -> None:
-    text = plain_text(chunk)
-    if text is not None:
-        assert shortcut(chunk, text) == walked(chunk)
+@given(st.lists(chunks, min_size=1, max_size=4))
+def test_the_shortcut_gives_what_the_walk_gives(stream: list[Any]) -> None:
+    body = sse(*stream, done=False)
+    assert streamed(GeminiAdapter, body) == streamed(Walked, body)
+
+
+def test_counts_answers_only_for_integer_counts() -> None:
+    meta = {"promptTokenCount": 3, "toolUsePromptTokenCount": 2, "thoughtsTokenCount": 4}
+    assert counts(meta) == Usage(5, 4, None, None, None, 4)
+    assert counts({**meta, "candidatesTokenCount": 1}) == Usage(5, 5, None, None, None, 4)
+    assert counts({"totalTokenCount": True}) is None
+    assert counts({"cachedContentTokenCount": 2.0}) is None
+    adapter = GeminiAdapter(ai.ProviderSettings("gemini", api_key="k"))
+    assert adapter.usage_from({"cachedContentTokenCount": 2.0}) == Usage(cache_read_tokens=2)
 
 
 def test_the_shortcut_fires_on_the_usual_chunk_and_not_on_a_finish() -> None:
@@ -104,12 +140,13 @@ def test_the_shortcut_fires_on_the_usual_chunk_and_not_on_a_finish() -> None:
 
 def test_real_chunks_agree_and_many_take_the_shortcut() -> None:
     require_wire_dir()
-    taken = seen = 0
-    for chunk in streamed_chunks("gemini"):
-        seen += 1
-        text = plain_text(chunk)
-        if text is not None:
+    real = list(streamed_chunks("gemini"))
+    assert real, "no streamed Gemini recording"
+    taken = 0
+    for chunk in real:
+        meta = chunk.get("usageMetadata")
+        if plain_text(chunk) is not None and (not meta or counts(meta) is not None):
             taken += 1
-            assert shortcut(chunk, text) == walked(chunk)
-    assert seen, "no streamed Gemini recording"
-    assert taken * 3 > seen, (taken, seen)
+        body = sse(chunk, done=False)
+        assert streamed(GeminiAdapter, body) == streamed(Walked, body)
+    assert taken * 3 > len(real), (taken, len(real))
