@@ -59,6 +59,7 @@ replays the conversation as messages, tool calls and tool results only.
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -383,8 +384,9 @@ class ResponsesReader:
         # function_call item -> tool slot, each slot's id and name yielded once.
         self.calls = PartAssembler(dedupe_headers=True)
         # What each text key has yielded so far, in pieces (joined only to compare with
-        # a `.done` summary: joining per delta would copy the text once per delta).
-        self._emitted: dict[_TextKey, list[str]] = {}
+        # a `.done` summary: joining per delta would copy the text once per delta);
+        # `self._emitted[key].append(piece)` records one.
+        self._emitted: defaultdict[_TextKey, list[str]] = defaultdict(list)
         self._reasoning_keys: set[_TextKey] = set()
         self._refused = False
 
@@ -406,14 +408,23 @@ class ResponsesReader:
         if type(kind) is not str or not kind:
             kind = opt_str(kind, pid, "event.type") or sse_name or ""
         if kind == "response.output_text.delta":
-            # The common event, answered without a generator (`_piece`, inlined).
+            # The common event, answered without a generator (`_piece`, inlined), its
+            # key read inline when both indices are integers and the item id a string
+            # (`_content_key`, `_item_key`).
             delta = ev.get("delta")
             if type(delta) is not str:
                 delta = as_str(delta, pid, f"{kind}.delta")
-            key = self._content_key(ev, "content_index", "text")
+            index = ev.get("output_index")
+            content = ev.get("content_index")
+            item_id = ev.get("item_id")
+            if type(index) is int and type(content) is int and type(item_id) is str:
+                self._ids.setdefault(item_id, index)
+                key: _TextKey = (index, content, "text")
+            else:
+                key = self._content_key(ev, "content_index", "text")
             if not delta:
                 return ()
-            self._record(key, delta)
+            self._emitted[key].append(delta)
             return (TextPart(delta),)
         return self._other(ev, kind)
 
@@ -434,7 +445,7 @@ class ResponsesReader:
         elif kind == "response.function_call_arguments.delta":
             item_key = self._item_key(ev)
             delta = as_str(ev.get("delta"), pid, f"{kind}.delta")
-            self._record((item_key, 0, "args"), delta)
+            self._emitted[item_key, 0, "args"].append(delta)
             yield from self.calls.call(item_key, None, None, delta)
         elif kind == "response.function_call_arguments.done":
             item_key = self._item_key(ev)
@@ -558,14 +569,6 @@ class ResponsesReader:
             index = opt_int(index, self.pid, f"event.{field}") or 0
         return (self._item_key(ev), index, kind)
 
-    def _record(self, key: _TextKey, piece: str) -> None:
-        """Note that `piece` was yielded under `key`."""
-        pieces = self._emitted.get(key)
-        if pieces is None:
-            self._emitted[key] = [piece]
-        else:
-            pieces.append(piece)
-
     def _sent(self, key: _TextKey) -> str:
         """Everything yielded under `key` so far."""
         pieces = self._emitted.get(key)
@@ -597,7 +600,7 @@ class ResponsesReader:
                     yield ReasoningPart(REASONING_SEPARATOR)
                 self._reasoning_keys.add(key)
             yield ReasoningPart(delta)
-        self._record(key, delta)
+        self._emitted[key].append(delta)
 
     def _fill(self, key: _TextKey, final: str) -> Iterator[Part]:
         """Yield what a `.done` text adds to the deltas already yielded for `key`."""
