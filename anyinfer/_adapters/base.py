@@ -609,13 +609,12 @@ _inherited: dict[tuple[type, type, tuple[str, ...]], bool] = {}
 
 def body_reads(response: httpx.Response) -> AsyncIterator[bytes]:
     """The body's reads: httpx's own when it is not encoded, else `decoded_body`'s."""
-    if "content-encoding" in response.headers:
+    if "content-encoding" in response.headers or response.is_stream_consumed:
+        # Encoded, or read already (an `httpx.Response(content=...)`): `decoded_body`
+        # serves both. Asked of the flag, not of `response.content`, whose refusal
+        # builds and raises an exception on every streamed response.
         return decoded_body(response)
-    try:
-        response.content  # noqa: B018 - already read (an `httpx.Response(content=...)`)?
-    except httpx.ResponseNotRead:
-        return response.aiter_raw()
-    return decoded_body(response)
+    return response.aiter_raw()
 
 
 _PLAIN = frozenset({TextPart, ReasoningPart, UsagePart, RawPart, PhasesPart})
