@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._adapters.profile import UsageConvention
@@ -115,7 +115,6 @@ class Trail:
         )
 
 
-@dataclass(frozen=True, slots=True)
 class Structured:
     """A request's structured output: its schema and repair budget, and the repair loop's
     steps.
@@ -124,10 +123,20 @@ class Structured:
     shapes the request. After a completed attempt, `check` validates the reply; an
     invalid one is re-run on the same target with `repaired`'s conversation (the invalid
     reply and its errors fed back) while the budget lasts, then raises the violation.
+
+    A plain class, not a dataclass: it is private and only read by attribute, and its
+    module is imported by every program's first request.
+
+    Args:
+        schema: The normalized schema.
+        repair: The repair budget.
     """
 
-    schema: NormalizedSchema
-    repair: Repair
+    __slots__ = ("repair", "schema")
+
+    def __init__(self, schema: NormalizedSchema, repair: Repair) -> None:
+        self.schema = schema
+        self.repair = repair
 
     def plan(
         self,

@@ -12,7 +12,6 @@ import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any, cast
 
 from .._errors import AnyInferError, ProtocolError, ProviderTimeoutError, StreamError
@@ -41,25 +40,56 @@ USAGE_MAY_BE_INCOMPLETE = (
 )
 
 
-@dataclass(slots=True)
+# The two records below are private and only read by attribute, so they are plain
+# classes: a dataclass costs about a millisecond of import time to create here, on the
+# path of every program's first request.
+
+
 class _Slot:
-    call_id: str | None = None
-    name: str | None = None
-    arguments: str = ""
+    """One tool call's fragments so far, by the provider's index."""
+
+    __slots__ = ("arguments", "call_id", "name")
+
+    def __init__(self) -> None:
+        self.call_id: str | None = None
+        self.name: str | None = None
+        self.arguments = ""
 
 
-@dataclass(frozen=True, slots=True)
 class AttemptOutcome:
     """What a successful attempt produced, before routing adds its trail."""
 
-    text: str
-    reasoning: str
-    tool_calls: tuple[ToolCall, ...]
-    finish_reason: FinishReason
-    usage: Usage
-    timing: Timing
-    warnings: tuple[str, ...]
-    raw: Any | None
+    __slots__ = (
+        "finish_reason",
+        "raw",
+        "reasoning",
+        "text",
+        "timing",
+        "tool_calls",
+        "usage",
+        "warnings",
+    )
+
+    def __init__(
+        self,
+        *,
+        text: str,
+        reasoning: str,
+        tool_calls: tuple[ToolCall, ...],
+        finish_reason: FinishReason,
+        usage: Usage,
+        timing: Timing,
+        warnings: tuple[str, ...],
+        raw: Any | None,
+    ) -> None:
+        self.text = text
+        self.reasoning = reasoning
+        self.tool_calls = tool_calls
+        self.finish_reason = finish_reason
+        self.usage = usage
+        self.timing = timing
+        self.warnings = warnings
+        self.raw = raw
 
 
 class AttemptRun:
