@@ -20,7 +20,26 @@ if TYPE_CHECKING:
 __all__ = ["AsyncStream", "SyncStream"]
 
 
-class AsyncStream:
+class _Consumed:
+    """What both kinds of stream give once consumed: the final result."""
+
+    __slots__ = ()
+
+    _result: Generation | None
+
+    @property
+    def result(self) -> Generation:
+        """The final result.
+
+        Raises:
+            RuntimeError: If the stream has not been consumed to completion.
+        """
+        if self._result is None:
+            raise RuntimeError("the stream has not been consumed to completion")
+        return self._result
+
+
+class AsyncStream(_Consumed):
     """An async iterator over stream events, with the final result attached.
 
     Supports the three consumption shapes the design targets: iterate deltas, watch
@@ -38,17 +57,6 @@ class AsyncStream:
         self._next = 0
         self._result: Generation | None = None
         self._closed = False
-
-    @property
-    def result(self) -> Generation:
-        """The final result.
-
-        Raises:
-            RuntimeError: If the stream has not been fully consumed yet.
-        """
-        if self._result is None:
-            raise RuntimeError("the stream has not been consumed to completion")
-        return self._result
 
     def __aiter__(self) -> AsyncStream:
         """Iterate stream events."""
@@ -300,7 +308,7 @@ class _Pump:
             future.cancel()
 
 
-class SyncStream:
+class SyncStream(_Consumed):
     """A blocking iterator over stream events, fed from the background loop.
 
     Use it as a context manager so an early exit cancels the underlying request instead
@@ -337,17 +345,6 @@ class SyncStream:
                 self._finished = True
                 raise ConfigError("this stream's client is closed")
             self._pump = self._loop.submit(self._state.run(self._factory))
-
-    @property
-    def result(self) -> Generation:
-        """The final result.
-
-        Raises:
-            RuntimeError: If the stream has not been consumed to completion.
-        """
-        if self._result is None:
-            raise RuntimeError("the stream has not been consumed to completion")
-        return self._result
 
     def __iter__(self) -> Iterator[StreamEvent]:
         """Iterate events as they arrive."""
