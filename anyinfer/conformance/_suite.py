@@ -186,7 +186,15 @@ def _line_ending_cases(harness: Harness) -> list[tuple[str, Script]]:
     """Every line ending the framing allows, each for a clean response, a cut after the
     first frame of a one-frame response (after its finish reason: the trailing-usage
     rule) and a cut after content (the failure-flush rule). A shallow sampling (the CI
-    profile) can miss these; a framer that held back a bare CR broke exactly them."""
+    profile) can miss these; a framer that held back a bare CR broke exactly them.
+
+    Then, per line ending, a cut one byte short of each frame of a two-piece response:
+    the byte left out can be one no framer waits for (the LF of a closing CRLF, the
+    newline after a JSON array's element), so the frame may have been delivered. The
+    deep profile found an oracle that said otherwise; shallow sampling seldom draws
+    exactly that byte."""
+    from dataclasses import replace
+
     from anyinfer.fakeservers import Fault, Script, Text
 
     from .strategies import LINE_ENDINGS
@@ -208,6 +216,14 @@ def _line_ending_cases(harness: Harness) -> list[tuple[str, Script]]:
                 Script(pieces=text, fault=Fault("disconnect", at=1), line_ending=ending),
             ),
         ]
+        clean = Script(pieces=text, line_ending=ending)
+        frames = harness.dialect.render(clean, stream=True).frames
+        for at, frame in enumerate(frames):
+            if len(frame.data) > 1:
+                short = Fault("disconnect", at=at, partial_bytes=len(frame.data) - 1)
+                cases.append(
+                    (f"{ending}: cut one byte short of frame {at}", replace(clean, fault=short))
+                )
     return cases
 
 

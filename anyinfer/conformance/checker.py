@@ -312,6 +312,28 @@ def _parse_arguments(frags: Sequence[ToolFragment] | Sequence[str]) -> Any:
     return parsed if isinstance(parsed, dict) else {}
 
 
+def _complete_after(rendered: Rendered, index: int, streamed: bool) -> int:
+    """How many leading bytes of frame `index` deliver it, as a faithful framer reads it.
+
+    A streamed frame can end in bytes no framer waits for. A bare CR ends a line in a
+    server-sent event stream and in NDJSON, so an event or a line closed by CRLF is
+    complete at its CR, and the LF adds nothing. A JSON array's element is complete at
+    its closing brace, so the whitespace after it belongs to nobody. A cut after those
+    bytes has delivered the frame. A whole (non-streamed) body, and any other framing
+    (AWS event-stream messages carry their own length), needs every byte.
+    """
+    data = rendered.frames[index].data
+    if not streamed:
+        return len(data)
+    kind = next((v for k, v in rendered.headers if k.lower() == "content-type"), "")
+    kind = kind.split(";")[0].strip().lower()
+    if kind in ("text/event-stream", "application/x-ndjson"):
+        return len(data) - 1 if data.endswith(b"\r\n") else len(data)
+    if kind == "application/json":
+        return len(data.rstrip(b" \t\r\n"))
+    return len(data)
+
+
 def expect(
     script: Script,
     rendered: Rendered,
@@ -366,7 +388,7 @@ def expect(
         at = max(0, min(fault.at, n))
         upto = at
         if fault.kind == "disconnect":
-            whole = at < n and fault.partial_bytes >= len(frames[at].data)
+            whole = at < n and fault.partial_bytes >= _complete_after(rendered, at, streamed)
             upto = at + 1 if whole else at
             part = f" after {fault.partial_bytes} byte(s) of it" if at < n and not whole else ""
             cut = f"a disconnect before frame {upto}{part}"

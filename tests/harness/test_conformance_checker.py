@@ -280,6 +280,35 @@ def test_expect_partial_frame_is_not_delivered_but_a_whole_one_is() -> None:
     assert len(frames[2].data) > 5
 
 
+@pytest.mark.parametrize(
+    ("dialect", "ending", "delivered"),
+    [
+        ("openai-chat", "crlf", True),  # `\r\n\r` already ends the blank line
+        ("openai-chat", "lf", False),  # `\n` without the second `\n`: no blank line yet
+        ("openai-chat", "cr", False),
+        ("ollama-chat", "crlf", True),  # NDJSON: the CR ends the line
+        ("ollama-chat", "lf", False),
+        ("gemini-json-array", "lf", True),  # the element closed; a newline follows
+    ],
+)
+def test_expect_a_cut_one_byte_short_delivers_what_the_framing_has_finished(
+    dialect: str, ending: str, delivered: bool
+) -> None:
+    served = get_dialect(dialect)
+    script = Script(pieces=(Text("a"), Text("b")), line_ending=ending)  # type: ignore[arg-type]
+    rendered = served.render(script, stream=True)
+    at = next(i for i, f in enumerate(rendered.frames) if 1 in f.pieces)
+    short = Fault("disconnect", at=at, partial_bytes=len(rendered.frames[at].data) - 1)
+    exp = expect(
+        Script(pieces=script.pieces, fault=short, line_ending=ending), rendered, streamed=True
+    )  # type: ignore[arg-type]
+    assert exp.text == ("ab" if delivered else "a")
+    # A whole body needs every byte, whatever its framing.
+    whole = served.render(script, stream=False)
+    cut = Fault("disconnect", at=0, partial_bytes=len(whole.frames[0].data) - 1)
+    assert not expect(Script(pieces=script.pieces, fault=cut), whole, streamed=False).succeeds
+
+
 def test_expect_status_fault() -> None:
     script = Script(pieces=(Text("a"),), fault=Fault("status", status=429, retry_after=2.0))
     exp = expect(script, DIALECT.render_error(script.fault), streamed=True)  # type: ignore[arg-type]
