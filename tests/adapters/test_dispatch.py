@@ -41,7 +41,9 @@ def test_a_cookie_the_provider_sets_goes_back_on_the_next_request() -> None:
         seen.append(request.headers.get("cookie"))
         return httpx.Response(200, json=CHAT, headers={"set-cookie": "affinity=b7; Path=/"})
 
-    with ai.Client([settings("openai", serve, api_key="sk-test")], route=ai.Route("openai:m", retry=NO_RETRY)) as client:
+    with ai.Client(
+        [settings("openai", serve, api_key="sk-test")], route=ai.Route("openai:m", retry=NO_RETRY)
+    ) as client:
         client.generate("hi", target="openai:m")
         client.generate("hi", target="openai:m")
     assert seen == [None, "affinity=b7"]
@@ -112,3 +114,70 @@ def test_httpx_logs_each_request_as_its_client_does(caplog: pytest.LogCaptureFix
         and line.endswith('"HTTP/1.1 200 OK"')
         for line in lines
     ), lines
+
+
+def test_a_client_the_adapter_did_not_build_is_sent_through_as_it_is() -> None:
+    # A subclass may put its own client in place (a proxy, mounts, hooks of its own):
+    # its requests must go where that client sends them, not to the built transport.
+    built: list[str] = []
+    own: list[str] = []
+
+    def serve_built(request: httpx.Request) -> httpx.Response:
+        built.append(request.url.path)
+        return httpx.Response(200, json=CHAT)
+
+    def serve_own(request: httpx.Request) -> httpx.Response:
+        own.append(request.url.path)
+        return httpx.Response(200, json=CHAT)
+
+    async def main() -> None:
+        adapter = OpenAIChatAdapter(settings("openai", serve_built, api_key="sk-test"))
+        built_client = adapter.http
+        adapter.http = httpx.AsyncClient(transport=httpx.MockTransport(serve_own))
+        response = await adapter.send("POST", "/chat/completions", json_body={})
+        await response.aclose()
+        await adapter.http.aclose()
+        await built_client.aclose()
+
+    asyncio.run(main())
+    assert (built, own) == ([], ["/v1/chat/completions"])
+
+
+def test_event_hooks_on_the_client_still_see_each_request() -> None:
+    seen: list[str] = []
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=CHAT)
+
+    async def on_request(request: httpx.Request) -> None:
+        seen.append("request")
+
+    async def on_response(response: httpx.Response) -> None:
+        seen.append("response")
+
+    async def main() -> None:
+        adapter = OpenAIChatAdapter(settings("openai", serve, api_key="sk-test"))
+        adapter.http.event_hooks = {"request": [on_request], "response": [on_response]}
+        response = await adapter.send("POST", "/chat/completions", json_body={})
+        await response.aclose()
+        await adapter.aclose()
+
+    asyncio.run(main())
+    assert seen == ["request", "response"]
+
+
+def test_a_client_told_to_follow_redirects_still_follows_them() -> None:
+    def serve(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/chat/completions":
+            return httpx.Response(307, headers={"location": "https://api.openai.com/v2/chat"})
+        return httpx.Response(200, json=CHAT)
+
+    async def main() -> str:
+        adapter = OpenAIChatAdapter(settings("openai", serve, api_key="sk-test"))
+        adapter.http.follow_redirects = True
+        response = await adapter.send("POST", "/chat/completions", json_body={})
+        await response.aclose()
+        await adapter.aclose()
+        return response.url.path
+
+    assert asyncio.run(main()) == "/v2/chat"
