@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from .._adapters.profile import UsageConvention
 from .._errors import (
@@ -115,7 +115,7 @@ class Trail:
         )
 
 
-class Structured:
+class Structured(NamedTuple):
     """A request's structured output: its schema and repair budget, and the repair loop's
     steps.
 
@@ -124,19 +124,16 @@ class Structured:
     invalid one is re-run on the same target with `repaired`'s conversation (the invalid
     reply and its errors fed back) while the budget lasts, then raises the violation.
 
-    A plain class, not a dataclass: it is private and only read by attribute, and its
+    A named tuple, not a dataclass: it is private and only read by attribute, and its
     module is imported by every program's first request.
 
-    Args:
+    Attributes:
         schema: The normalized schema.
         repair: The repair budget.
     """
 
-    __slots__ = ("repair", "schema")
-
-    def __init__(self, schema: NormalizedSchema, repair: Repair) -> None:
-        self.schema = schema
-        self.repair = repair
+    schema: NormalizedSchema
+    repair: Repair
 
     def plan(
         self,

@@ -41,7 +41,7 @@ from datetime import UTC, date, datetime
 from decimal import Context, Decimal, InvalidOperation, localcontext
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
 from .._adapters.profile import UsageConvention
 from .._bundled import Bundled
@@ -291,21 +291,20 @@ def _profile_convention(provider_id: str) -> UsageConvention | None:
 # --- model-name matching -------------------------------------------------------------
 
 
-class _Clause:
+_LEAVES = ("equals", "starts_with", "ends_with", "contains", "regex")
+"""The clause kinds that test the name itself (`or` and `and` hold clauses)."""
+
+
+class _Clause(NamedTuple):
     """A case-insensitive model-name predicate, in genai-prices' clause vocabulary.
 
-    `_Clause` and `_Entry` are plain classes with slots, not dataclasses: the client
-    imports this module for `Usage.cost_usd`, and creating a dataclass costs about a
-    millisecond at import. Both are compared by identity; nothing compares them.
+    `_Clause` and `_Entry` are named tuples, not dataclasses: the client imports this
+    module for `Usage.cost_usd`, and creating a frozen dataclass costs about a
+    millisecond at import (a named tuple about a seventh of that).
     """
 
-    __slots__ = ("kind", "value")
-
-    _LEAVES = ("equals", "starts_with", "ends_with", "contains", "regex")
-
-    def __init__(self, kind: str, value: str | tuple[_Clause, ...]) -> None:
-        self.kind = kind
-        self.value = value
+    kind: str
+    value: str | tuple[_Clause, ...]
 
     @classmethod
     def parse(cls, data: Any, where: str) -> _Clause:
@@ -316,7 +315,7 @@ class _Clause:
             if isinstance(value, str) or not isinstance(value, Sequence) or not value:
                 raise ConfigError(f"{where}: {kind!r} takes a non-empty list of clauses")
             return cls(kind, tuple(cls.parse(v, where) for v in value))
-        if kind not in cls._LEAVES or not isinstance(value, str):
+        if kind not in _LEAVES or not isinstance(value, str):
             raise ConfigError(f"{where}: unknown match clause {kind!r}")
         if kind == "regex":
             try:
@@ -349,24 +348,13 @@ class _Clause:
         return {self.kind: value}
 
 
-class _Entry:
-    __slots__ = ("aliases", "context_window", "match", "model", "price", "provider")
-
-    def __init__(
-        self,
-        provider: str,
-        model: str,
-        price: ModelPrice,
-        aliases: tuple[str, ...] = (),
-        match: _Clause | None = None,
-        context_window: int | None = None,
-    ) -> None:
-        self.provider = provider
-        self.model = model
-        self.price = price
-        self.aliases = aliases
-        self.match = match
-        self.context_window = context_window
+class _Entry(NamedTuple):
+    provider: str
+    model: str
+    price: ModelPrice
+    aliases: tuple[str, ...] = ()
+    match: _Clause | None = None
+    context_window: int | None = None
 
 
 # --- the table -----------------------------------------------------------------------

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from .._errors import AnyInferError, ProtocolError, ProviderTimeoutError, StreamError
 from .._redact import redact_value
@@ -40,9 +40,9 @@ USAGE_MAY_BE_INCOMPLETE = (
 )
 
 
-# The two records below are private and only read by attribute, so they are plain
-# classes: a dataclass costs about a millisecond of import time to create here, on the
-# path of every program's first request.
+# The two records below are private and only read by attribute, so they are not
+# dataclasses: a dataclass costs about a millisecond of import time to create here, on
+# the path of every program's first request (a named tuple about a seventh of that).
 
 
 class _Slot:
@@ -56,40 +56,17 @@ class _Slot:
         self.arguments = ""
 
 
-class AttemptOutcome:
+class AttemptOutcome(NamedTuple):
     """What a successful attempt produced, before routing adds its trail."""
 
-    __slots__ = (
-        "finish_reason",
-        "raw",
-        "reasoning",
-        "text",
-        "timing",
-        "tool_calls",
-        "usage",
-        "warnings",
-    )
-
-    def __init__(
-        self,
-        *,
-        text: str,
-        reasoning: str,
-        tool_calls: tuple[ToolCall, ...],
-        finish_reason: FinishReason,
-        usage: Usage,
-        timing: Timing,
-        warnings: tuple[str, ...],
-        raw: Any | None,
-    ) -> None:
-        self.text = text
-        self.reasoning = reasoning
-        self.tool_calls = tool_calls
-        self.finish_reason = finish_reason
-        self.usage = usage
-        self.timing = timing
-        self.warnings = warnings
-        self.raw = raw
+    text: str
+    reasoning: str
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: FinishReason
+    usage: Usage
+    timing: Timing
+    warnings: tuple[str, ...]
+    raw: Any | None
 
 
 class AttemptRun:

@@ -203,8 +203,9 @@ def _line_ending_cases(harness: Harness) -> list[tuple[str, Script]]:
     cases: list[tuple[str, Script]] = []
     for ending in LINE_ENDINGS if sse else ("lf", "crlf"):
         text = (Text("Line "), Text("ends."))
+        clean = Script(pieces=text, line_ending=ending)
         cases += [
-            (f"{ending}: clean", Script(pieces=text, line_ending=ending)),
+            (f"{ending}: clean", clean),
             (
                 f"{ending}: cut after the finish",
                 Script(
@@ -216,7 +217,6 @@ def _line_ending_cases(harness: Harness) -> list[tuple[str, Script]]:
                 Script(pieces=text, fault=Fault("disconnect", at=1), line_ending=ending),
             ),
         ]
-        clean = Script(pieces=text, line_ending=ending)
         frames = harness.dialect.render(clean, stream=True).frames
         for at, frame in enumerate(frames):
             if len(frame.data) > 1:
