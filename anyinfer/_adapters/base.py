@@ -48,11 +48,13 @@ from .._errors import (
     ResponseTooLargeError,
     StreamError,
 )
+from .._providers._wire import opt_str
 from .._redact import redact
 from .._stream.parts import (
     END,
     Batches,
     EndPart,
+    FinishPart,
     Part,
     PhasesPart,
     RawPart,
@@ -1403,6 +1405,27 @@ class HTTPAdapter(Adapter):
             if unread is not None:
                 await self.drain(unread)  # lets httpx keep the connection alive
             await response.aclose()
+
+    # --- finish reasons --------------------------------------------------------------
+
+    finish_reasons: ClassVar[Mapping[str, str]] = {}
+    """The protocol's finish reasons that have a neutral meaning (`stop`, `length`,
+    `tool_calls`, `content_filter`), as `finish_parts` maps them; others pass through
+    verbatim."""
+
+    def finish_parts(self, value: Any, where: str) -> tuple[FinishPart, ...]:
+        """The `FinishPart` of the finish reason a payload carries, mapped through
+        `finish_reasons`; none when the payload has none (absent or empty).
+
+        Args:
+            value: The reason as the payload holds it.
+            where: Its place in the payload, for the error.
+
+        Raises:
+            ProtocolError: If `value` is neither a string nor absent.
+        """
+        reason = opt_str(value, self.instance_id, where)
+        return (FinishPart(self.finish_reasons.get(reason, reason)),) if reason else ()
 
     # --- errors --------------------------------------------------------------------
 

@@ -70,7 +70,7 @@ from .._errors import ConfigError
 from .._messages import ContentPart, DocumentContent, ImageContent, Message, TextContent
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
-from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
+from .._stream.parts import END, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
 from .._types import Generation, Usage
 from ._wire import as_dict, as_list, as_str, native_turn, opt_dict, opt_int, opt_str
 
@@ -181,6 +181,7 @@ class AnthropicAdapter(HTTPAdapter):
     )
     default_base_url: ClassVar[str | None] = "https://api.anthropic.com/v1"
     api_key_env: ClassVar[str | None] = "ANTHROPIC_API_KEY"
+    finish_reasons: ClassVar[Mapping[str, str]] = FINISH_MAP
 
     def __init__(self, settings: ProviderSettings) -> None:
         default = settings.options.get("default_max_tokens", DEFAULT_MAX_TOKENS)
@@ -437,9 +438,9 @@ class AnthropicAdapter(HTTPAdapter):
             if usage:
                 yield from self._usage_part(usage)
             delta = opt_dict(event.get("delta"), pid, "message_delta.delta") or {}
-            reason = opt_str(delta.get("stop_reason"), pid, "message_delta.delta.stop_reason")
-            if reason:
-                yield FinishPart(FINISH_MAP.get(reason, reason))
+            yield from self.finish_parts(
+                delta.get("stop_reason"), "message_delta.delta.stop_reason"
+            )
         elif kind == "error":
             text, code, _ = error_fields(event.get("error"), self.error_code_keys)
             raise self.error_from_parts(None, text, code, phase="stream")
@@ -517,9 +518,7 @@ class AnthropicAdapter(HTTPAdapter):
         usage = opt_dict(message.get("usage"), pid, "message.usage")
         if usage:
             yield from self._usage_part(usage)
-        reason = opt_str(message.get("stop_reason"), pid, "message.stop_reason")
-        if reason:
-            yield FinishPart(FINISH_MAP.get(reason, reason))
+        yield from self.finish_parts(message.get("stop_reason"), "message.stop_reason")
 
     def usage_from(self, u: dict[str, Any]) -> Usage:
         """Usage from an Anthropic `usage` object (as Anthropic counts; see the module)."""

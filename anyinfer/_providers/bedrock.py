@@ -141,7 +141,6 @@ from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from .._stream.parts import (
     END,
-    FinishPart,
     Part,
     PhasesPart,
     ReasoningPart,
@@ -543,6 +542,7 @@ class BedrockAdapter(HTTPAdapter):
     api_key_env: ClassVar[str | None] = "AWS_BEARER_TOKEN_BEDROCK"
     api_key_required: ClassVar[bool] = False
     """The AWS credential chain can sign without a key, so none is required."""
+    finish_reasons: ClassVar[Mapping[str, str]] = FINISH_MAP
 
     def __init__(self, settings: ProviderSettings) -> None:
         _need_botocore(settings.instance_id)
@@ -862,9 +862,7 @@ class BedrockAdapter(HTTPAdapter):
                     "",
                 )
         elif name == "messageStop":
-            reason = opt_str(event.get("stopReason"), pid, "messageStop.stopReason")
-            if reason:
-                yield FinishPart(FINISH_MAP.get(reason, reason))
+            yield from self.finish_parts(event.get("stopReason"), "messageStop.stopReason")
         elif name == "metadata":
             yield from self._metadata_parts(event)
             yield END
@@ -949,9 +947,7 @@ class BedrockAdapter(HTTPAdapter):
                 )
                 slot += 1
         yield from self._metadata_parts(body)
-        reason = opt_str(body.get("stopReason"), pid, "stopReason")
-        if reason:
-            yield FinishPart(FINISH_MAP.get(reason, reason))
+        yield from self.finish_parts(body.get("stopReason"), "stopReason")
 
     def usage_from(self, u: dict[str, Any]) -> Usage:
         """Usage from a Converse `usage` object (as Bedrock counts; see the module)."""
