@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from ._redact import redact, redact_chunks, redact_value
+from ._values import slot_init
 
 __all__ = [
     "DETAIL_MAX_CHARS",
@@ -51,7 +52,8 @@ DETAIL_MAX_CHARS = 2000
 """The longest `ErrorInfo.detail` kept, in characters."""
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@slot_init
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token accounting for one generation.
 
@@ -77,27 +79,6 @@ class Usage:
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
     cost_usd: Decimal | None = None
-
-    def __init__(
-        self,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
-        total_tokens: int | None = None,
-        cache_read_tokens: int | None = None,
-        cache_write_tokens: int | None = None,
-        reasoning_tokens: int | None = None,
-        cost_usd: Decimal | None = None,
-    ) -> None:
-        # The dataclass's own frozen `__init__` sets each field through
-        # `object.__setattr__`, about three times the cost of the slots' own setters;
-        # a `Usage` is built for every usage report (once per chunk on Gemini).
-        _set_input(self, input_tokens)
-        _set_output(self, output_tokens)
-        _set_total(self, total_tokens)
-        _set_cache_read(self, cache_read_tokens)
-        _set_cache_write(self, cache_write_tokens)
-        _set_reasoning(self, reasoning_tokens)
-        _set_cost(self, cost_usd)
 
     def normalized(self) -> Usage:
         """Fill `total_tokens` from input + output when both are known.
@@ -166,16 +147,6 @@ class Usage:
             and self.reasoning_tokens is None
             and self.cost_usd is None
         )
-
-
-_slot_setter = vars(Usage).__getitem__
-_set_input = _slot_setter("input_tokens").__set__
-_set_output = _slot_setter("output_tokens").__set__
-_set_total = _slot_setter("total_tokens").__set__
-_set_cache_read = _slot_setter("cache_read_tokens").__set__
-_set_cache_write = _slot_setter("cache_write_tokens").__set__
-_set_reasoning = _slot_setter("reasoning_tokens").__set__
-_set_cost = _slot_setter("cost_usd").__set__
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, cast
 from .._errors import AnyInferError, ProtocolError, ProviderTimeoutError, StreamError
 from .._redact import redact_value
 from .._types import FINISH_REASONS, FinishReason, ResolvedTarget, Timing, ToolCall, Usage
-from .events import ReasoningDelta, StreamEvent, TextDelta, TimingMark, ToolCallDelta, UsageUpdate
+from .events import StreamEvent, TimingMark
 from .parts import (
     Batches,
     EndPart,
@@ -156,11 +156,10 @@ class AttemptRun:
                             if not t:
                                 continue
                             text.append(t)
-                            delta = TextDelta(t)
+                            delta = part
                         elif type(part) is UsagePart:
-                            u = part.usage
-                            self.usage = _merge_usage(self.usage, u)
-                            out.append(UsageUpdate(u))
+                            self.usage = _merge_usage(self.usage, part.usage)
+                            out.append(part)
                             continue
                         elif type(part) is ToolCallPart:
                             p = part
@@ -172,13 +171,13 @@ class AttemptRun:
                             if p.name and not slot.name:
                                 slot.name = p.name
                             slot.arguments += p.arguments_fragment
-                            delta = ToolCallDelta(p.index, p.call_id, p.name, p.arguments_fragment)
+                            delta = part
                         elif type(part) is ReasoningPart:
                             r = part.text
                             if not r:
                                 continue
                             reasoning.append(r)
-                            delta = ReasoningDelta(r)
+                            delta = part
                         elif type(part) is FinishPart:
                             finish = part.reason
                             continue

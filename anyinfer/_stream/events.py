@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .._types import AttemptRecord, Generation, Usage
+from .._values import slot_init
 
 __all__ = [
     "AttemptFailed",
@@ -23,6 +24,7 @@ TimingMarkName = Literal["attempt_start", "first_token"]
 """Named points on the attempt clock."""
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class TextDelta:
     """A fragment of visible answer text."""
@@ -30,6 +32,7 @@ class TextDelta:
     text: str
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta:
     """A fragment of reasoning/thinking text, excluded from the answer text."""
@@ -37,6 +40,7 @@ class ReasoningDelta:
     text: str
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class ToolCallDelta:
     """A fragment of a tool call.
@@ -58,6 +62,7 @@ class ToolCallDelta:
     arguments_fragment: str
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class UsageUpdate:
     """A usage report; may arrive mid-stream and more than once."""

@@ -1,12 +1,16 @@
 """Provider-neutral parts: what an adapter yields, and all it yields.
 
 Adapters translate wire bytes into these parts; the core turns them into the public
-`StreamEvent`s, times them, orders them and assembles the result. An adapter never emits
-events, never times anything, and never assembles tool calls.
+`StreamEvent` sequence: it times it, orders it and assembles the result. An adapter never
+times anything, never marks the first token or the end of a stream, and never assembles
+tool calls.
 
-Parts are values: compared and hashed by their fields, and never changed once made.
-They are not frozen dataclasses only because a frozen one costs twice as much to build,
-and every chunk of every stream builds one or more.
+The content and usage parts are the public events themselves (`TextPart` is
+`TextDelta`, `ReasoningPart` is `ReasoningDelta`, `ToolCallPart` is `ToolCallDelta`,
+`UsagePart` is `UsageUpdate`): the core passes them on as they are, with the timing marks
+and the first-token rule around them, so a chunk builds its event once. The other parts
+say what only the core reads (the finish reason, the sentinel, raw payloads, warnings,
+phases). All are frozen values, compared and hashed by their fields.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from .._types import Usage
+from .events import ReasoningDelta, TextDelta, ToolCallDelta, UsageUpdate
 
 __all__ = [
     "batched",
@@ -34,42 +38,26 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class TextPart:
-    """Visible answer text."""
+TextPart = TextDelta
+"""Visible answer text: the public `TextDelta` itself, passed on by the core as it is."""
 
-    text: str
+ReasoningPart = ReasoningDelta
+"""Reasoning/thinking text: the public `ReasoningDelta`, passed on as it is."""
 
+ToolCallPart = ToolCallDelta
+"""A fragment of the tool call in slot `index`: the public `ToolCallDelta`, passed on as
+it is.
 
-@dataclass(slots=True, unsafe_hash=True)
-class ReasoningPart:
-    """Reasoning/thinking text."""
+A protocol that delivers calls whole yields one part per call with the full JSON
+arguments as the fragment.
+"""
 
-    text: str
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class ToolCallPart:
-    """A fragment of the tool call in slot `index`.
-
-    A protocol that delivers calls whole yields one part per call with the full JSON
-    arguments as the fragment.
-    """
-
-    index: int
-    call_id: str | None
-    name: str | None
-    arguments_fragment: str
+UsagePart = UsageUpdate
+"""A usage report, yielded as soon as the wire carries it: the public `UsageUpdate`,
+passed on as it is."""
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class UsagePart:
-    """A usage report, yielded as soon as the wire carries it."""
-
-    usage: Usage
-
-
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(frozen=True, slots=True)
 class FinishPart:
     """The provider's finish reason, mapped where the adapter knows the value.
 
@@ -80,28 +68,28 @@ class FinishPart:
     reason: str
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(frozen=True, slots=True)
 class PhasesPart:
     """Provider-reported sub-timings in milliseconds (e.g. `prefill_ms`)."""
 
     phases: Mapping[str, float]
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(frozen=True, slots=True)
 class RawPart:
     """A provider-native payload, yielded only when the request asks to retain raw."""
 
     payload: Any
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(frozen=True, slots=True)
 class WarningPart:
     """A non-fatal notice for `Generation.warnings`."""
 
     text: str
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(frozen=True, slots=True)
 class EndPart:
     """The protocol's terminal sentinel arrived (`[DONE]`, `message_stop`, `done: true`).
 
