@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from ._values import value_class
 
 __all__ = ["DISTRIBUTION", "OPTIONAL", "OptionalDependency", "missing", "missing_hint"]
 
@@ -22,7 +23,7 @@ DISTRIBUTION = "anyinfer-kit"
 """The name `pip install` knows this project by (the import name is `anyinfer`)."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class OptionalDependency:
     """One optional dependency.
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from ._errors import ConfigError
 from ._types import ToolCall
+from ._values import value_class
 
 __all__ = [
     "AUDIO_FORMATS",
@@ -27,14 +28,14 @@ Role = Literal["system", "user", "assistant", "tool"]
 """Who wrote a message."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class TextContent:
     """A text content part."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@value_class
 class ImageContent:
     """An image content part, by URL or inline bytes.
 
@@ -162,7 +163,7 @@ PDF_MEDIA_TYPE = "application/pdf"
 _PDF_MAGIC = b"%PDF-"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+@value_class(kw_only=True)
 class DocumentContent(_MediaSource):
     """A document content part (a PDF), by inline bytes or URL.
 
@@ -248,7 +249,7 @@ _AUDIO_MEDIA_TYPES: Mapping[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+@value_class(kw_only=True)
 class AudioContent(_MediaSource):
     """An audio content part, by inline bytes or URL.
 
@@ -329,7 +330,7 @@ ContentPart = TextContent | ImageContent | DocumentContent | AudioContent
 _PART_TYPES = (TextContent, ImageContent, DocumentContent, AudioContent)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Message:
     """One message of a conversation.
 

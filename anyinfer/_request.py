@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from ._client.validate import need_int, need_number
 from ._errors import ConfigError
 from ._messages import Message
+from ._values import value_class
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
@@ -30,7 +31,7 @@ ToolChoice = Literal["auto", "none", "required"] | str
 """`auto`, `none`, `required`, or the name of one tool the model must call."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Sampling:
     """Sampling controls, mapped to each protocol's own names.
 
@@ -107,7 +108,7 @@ _CONTROLS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class ToolSpec:
     """A tool declaration advertised to the model.
 
@@ -124,7 +125,7 @@ class ToolSpec:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class GenerationRequest:
     """One attempt's request, as an adapter sees it.
 

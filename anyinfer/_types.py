@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from decimal import Decimal
 from typing import Any, Literal
 
 from ._redact import redact, redact_chunks, redact_value
-from ._values import slot_init
+from ._values import value_class
 
 __all__ = [
     "DETAIL_MAX_CHARS",
@@ -52,8 +52,7 @@ DETAIL_MAX_CHARS = 2000
 """The longest `ErrorInfo.detail` kept, in characters."""
 
 
-@slot_init
-@dataclass(frozen=True, slots=True)
+@value_class(fast_init=True)
 class Usage:
     """Token accounting for one generation.
 
@@ -149,7 +148,7 @@ class Usage:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Timing:
     """Centrally-measured timings for one attempt.
 
@@ -175,7 +174,7 @@ class Timing:
     phases: Mapping[str, float] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class ResolvedTarget:
     """A concrete provider instance and model.
 
@@ -197,7 +196,7 @@ class ResolvedTarget:
         return f"{self.provider}:{self.model}"
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class ToolCall:
     """A model's request to invoke a tool.
 
@@ -217,7 +216,7 @@ class ToolCall:
         return redact(_fields_repr(self))
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class ErrorInfo:
     """A serializable, already-redacted snapshot of any AnyInfer error.
 
@@ -247,7 +246,7 @@ class ErrorInfo:
     retry_after: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class AttemptRecord:
     """One entry in a request's routing trail.
 
@@ -264,7 +263,7 @@ class AttemptRecord:
     timing: Timing | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Generation:
     """The final result of a generation request.
 

@@ -32,7 +32,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
 
 import httpx
@@ -63,6 +63,7 @@ from .._stream.parts import (
     UsagePart,
     WarningPart,
 )
+from .._values import value_class
 from .assembler import PartAssembler
 from .errormap import CODE_KINDS, ErrorKind, classify, message_and_code
 from .framing import (
@@ -148,7 +149,7 @@ _OPERATION_WORDS: Mapping[Operation, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class DiscoveredModel:
     """A model a provider reports through its discovery endpoint.
 
@@ -169,7 +170,7 @@ class DiscoveredModel:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Health:
     """A provider's readiness, as probed.
 

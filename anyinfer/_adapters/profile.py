@@ -10,8 +10,9 @@ same way a built-in does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+from .._values import value_class
 
 if TYPE_CHECKING:
     from .._knowledge.capabilities import ModelCapabilities
@@ -40,7 +41,7 @@ INPUT_KINDS: tuple[InputKind, ...] = (
 """Every input kind, in the order the core checks them."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class InputSupport:
     """Which content parts a wire protocol can carry in a message.
 
@@ -65,7 +66,7 @@ class InputSupport:
         return next((why for k, why in self.notes if k == kind), None)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class UsageConvention:
     """How one engine's adapter counts tokens in `Usage`, for costing.
 
@@ -88,7 +89,7 @@ class UsageConvention:
     output_includes_reasoning: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class AdapterProfile:
     """Provider facts an adapter class declares in its `profile` class attribute.
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from .._errors import AnyInferError, ConfigError
 from .._types import ResolvedTarget, Target
+from .._values import value_class
 from .validate import need_int, need_number
 
 __all__ = ["Decision", "RetryPolicy", "Route", "default_decision", "options_for"]
@@ -37,7 +38,7 @@ def default_decision(error: AnyInferError) -> Decision:
     return "retry" if error.retryable else "fallback"
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class RetryPolicy:
     """Retries of one target before falling back.
 
@@ -87,7 +88,7 @@ class RetryPolicy:
         return base * (1.0 - self.jitter * r)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Route:
     """An ordered list of targets, with the policy for failures.
 

@@ -26,13 +26,14 @@ where the model is billed by them (Cohere), else by input tokens.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING
 
 from .._adapters.base import refuse_unserved
 from .._client.validate import need_int
 from .._errors import ConfigError, ProtocolError
 from .._types import ResolvedTarget
+from .._values import value_class
 from ._rankwire import is_finite_score, is_index
 from ._route import UnaryCall, UnaryRunner, UnarySpec, adapter_class, refuse_mixed_models, strings
 from ._runner import split_batches
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["RerankCall", "RerankRunner", "check_reply", "merge"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class RerankCall(UnaryCall):
     """One `rerank()` call's arguments (see `AsyncClient.rerank`), checked when built.
 

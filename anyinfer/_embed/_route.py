@@ -35,12 +35,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .._client.route import options_for
 from .._errors import AllTargetsFailedError, AnyInferError, ConfigError, ProviderTimeoutError
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
+from .._values import value_class
 
 if TYPE_CHECKING:
     from decimal import Decimal
@@ -86,7 +87,7 @@ DEFAULT_CONCURRENCY = 4
 """Requests of one unary call in flight at once, unless the call says otherwise."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class UnaryCall:
     """The keywords every unary call takes besides its inputs, checked once when built.
 
@@ -422,7 +423,7 @@ def adapter_class(targets: Targets, target: ResolvedTarget) -> type[Adapter]:
     return targets.registry.adapter_class(settings.provider_id)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class UnarySpec(Generic[Q, A]):
     """What one unary operation plugs into the shared request flow (`run_requests`).
 
@@ -440,7 +441,7 @@ class UnarySpec(Generic[Q, A]):
     check: Callable[[A, Q, ResolvedTarget], None]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Served(Generic[A]):
     """Every request of a unary call, answered: what a runner builds its result from.
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from decimal import Decimal
 from typing import Any, Generic, Literal, TypeVar
 
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
+from .._values import value_class
 
 __all__ = [
     "EmbedEncoding",
@@ -60,7 +61,7 @@ class _UnaryResult(Generic[_Item]):
         return iter(self._items)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class EmbedRequest:
     """One batch's embedding request, as an adapter receives it.
 
@@ -84,7 +85,7 @@ class EmbedRequest:
     provider_options: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class EmbedReply:
     """An adapter's answer to one `EmbedRequest`.
 
@@ -104,7 +105,7 @@ class EmbedReply:
     phases: Mapping[str, float] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Embeddings(_UnaryResult["array[float]"]):
     """The result of `embed()`: one vector per input, in input order.
 
@@ -146,7 +147,7 @@ class Embeddings(_UnaryResult["array[float]"]):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class RerankRequest:
     """One rerank request, as an adapter receives it.
 
@@ -167,7 +168,7 @@ class RerankRequest:
     provider_options: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class RankedDocument:
     """One document's place in a ranking.
 
@@ -183,7 +184,7 @@ class RankedDocument:
     document: str
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class RerankReply:
     """An adapter's answer to one `RerankRequest`.
 
@@ -205,7 +206,7 @@ class RerankReply:
     phases: Mapping[str, float] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Reranking(_UnaryResult[RankedDocument]):
     """The result of `rerank()`: documents ordered by relevance to the query, best first.
 

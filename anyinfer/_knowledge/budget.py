@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from .._errors import ConfigError, ContextWindowError
 from .._messages import AudioContent, DocumentContent, ImageContent, Message
+from .._values import value_class
 from .capabilities import ModelCapabilities, Provenance, is_trusted
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ ReserveSource = Literal["explicit", "sampling", "capabilities", "default"]
 """Where the output reserve came from."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class TokenEstimate:
     """How many tokens a prompt takes, as bounds.
 
@@ -319,7 +320,7 @@ class TiktokenEstimator:
         return f"TiktokenEstimator(encoding={self._forced!r})"
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class ContextBudget:
     """How a request sits against its target's context window.
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from decimal import Context, Decimal, InvalidOperation, localcontext
 from pathlib import Path
@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 from .._adapters.profile import UsageConvention
 from .._bundled import Bundled
 from .._errors import ConfigError, ProviderError, ProviderTimeoutError
+from .._values import value_class
 
 if TYPE_CHECKING:
     import httpx
@@ -111,7 +112,7 @@ def _per_million(value: Decimal) -> str:
         return format((value * _MILLION).normalize(), "f")
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class PriceTier:
     """Prices that replace the base prices once a prompt is long enough.
 
@@ -136,7 +137,7 @@ class PriceTier:
     reasoning: Decimal | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class ModelPrice:
     """One model's prices, in US dollars per token.
 

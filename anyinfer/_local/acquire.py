@@ -10,11 +10,12 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigError, LocalRuntimeError
+from .._values import value_class
 from .catalog import Fit, LocalModel, Variant, VariantPrefs, fit_model
 from .hardware import HardwareProfile
 from .store import ModelStore, ResolvedModel, StoredFile, StoreEntry, sha256_file
@@ -31,7 +32,7 @@ __all__ = [
 _DISK_MARGIN = 256 * 1024**2
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class AcquisitionProgress:
     """Aggregate progress of one acquisition.
 
@@ -63,7 +64,7 @@ ProgressSink = Callable[[AcquisitionProgress], None]
 """A callable receiving `AcquisitionProgress` updates."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class PlannedFile:
     """One file an acquisition fetches: name, exact size and the hub's SHA-256."""
 
@@ -72,7 +73,7 @@ class PlannedFile:
     sha256: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class AcquisitionReport:
     """What an acquisition did (or, with `dry_run`, would do).
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from .._bundled import read_data
 from .._errors import ConfigError
+from .._values import value_class
 from .hardware import HardwareProfile, HardwareSource
 
 __all__ = [
@@ -40,7 +41,7 @@ _MIN_CONTEXT = 4096
 ENGINES = ("llama.cpp", "vllm")
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Variant:
     """One downloadable form of a model for one engine.
 
@@ -71,7 +72,7 @@ class Variant:
     quality: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class LocalModel:
     """A catalog model: architecture facts and its variants.
 
@@ -120,7 +121,7 @@ class LocalModel:
         raise ConfigError(f"model {self.id!r} has no variant {variant_id!r}; it has: {known}")
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class VariantPrefs:
     """Preferences for variant selection.
 
@@ -135,7 +136,7 @@ class VariantPrefs:
     min_context: int = _MIN_CONTEXT
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Fit:
     """How one model (with its chosen variant) fits a machine.
 

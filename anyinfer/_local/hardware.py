@@ -9,9 +9,11 @@ import platform
 import shutil
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Literal
+
+from .._values import value_class
 
 __all__ = ["GPU", "HardwareProfile", "HardwareSource", "detect_hardware"]
 
@@ -22,7 +24,7 @@ knowable (the engine runs on a host AnyInfer cannot probe)."""
 _GIB = 1024**3
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class GPU:
     """One accelerator.
 
@@ -37,7 +39,7 @@ class GPU:
     vendor: str = "other"
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class HardwareProfile:
     """The machine a local model would run on.
 

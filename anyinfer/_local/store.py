@@ -10,11 +10,12 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, field, replace
 from pathlib import Path
 from typing import Any
 
 from .._errors import LocalRuntimeError
+from .._values import value_class
 
 __all__ = [
     "MODEL_DIR_ENV",
@@ -53,7 +54,7 @@ def sha256_file(path: Path, chunk: int = 4 * 1024 * 1024) -> str:
     return digest.hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class StoredFile:
     """One file of a stored model.
 
@@ -72,7 +73,7 @@ class StoredFile:
     sha256: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class StoreEntry:
     """A registered model in the store.
 
@@ -116,7 +117,7 @@ class StoreEntry:
         return Path(os.path.commonpath([str(p.parent) for p in paths])) if paths else Path()
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class ResolvedModel:
     """An acquired model found on disk, with advisory launch commands.
 
@@ -135,7 +136,7 @@ class ResolvedModel:
     launch: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class RemovalReport:
     """What `remove_model` did.
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
@@ -55,6 +55,7 @@ from .._knowledge.capabilities import ModelCapabilities
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from .._stream.parts import Part, PhasesPart, WarningPart
+from .._values import value_class
 from ._wire import as_dict, as_list, opt_dict, opt_int
 from .openai_chat import OpenAIChatAdapter
 
@@ -136,7 +137,7 @@ _EFFORT_WARNING = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Quirks:
     """How one engine's wire differs from OpenAI Chat Completions, as data.
 
@@ -766,7 +767,7 @@ class _LlamaCppServer(OpenAICompatAdapter):
         return found
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Preset:
     """One OpenAI-compatible preset: a provider id that is `OpenAICompatAdapter` with
     its engine's quirks, default URL and profile. Each preset is one entry of `PRESETS`;
@@ -2049,7 +2050,7 @@ def _preset_refusal(
     )
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class PresetSummary:
     """What one preset is and whether this environment can reach it (no values shown).
 

@@ -77,7 +77,7 @@ import datetime as _dt
 import os
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote, urlsplit
 
@@ -92,6 +92,7 @@ from .._knowledge.capabilities import ModelCapabilities
 from .._request import GenerationRequest
 from .._settings import ProviderSettings
 from .._types import Usage
+from .._values import value_class
 from ._wire import as_dict, as_list, opt_dict, opt_int
 from .anthropic import AnthropicAdapter
 from .gemini import STATUS_NAME_KINDS, GeminiAdapter, merge_options
@@ -359,7 +360,7 @@ def _default_credentials() -> tuple[Credentials, str | None]:
     return google.auth.default(scopes=list(SCOPES))
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class _Plan:
     """How one instance authenticates and where its requests go."""
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from .._types import AttemptRecord, Generation, Usage
-from .._values import slot_init
+from .._values import value_class
 
 __all__ = [
     "AttemptFailed",
@@ -24,24 +23,21 @@ TimingMarkName = Literal["attempt_start", "first_token"]
 """Named points on the attempt clock."""
 
 
-@slot_init
-@dataclass(frozen=True, slots=True)
+@value_class(fast_init=True)
 class TextDelta:
     """A fragment of visible answer text."""
 
     text: str
 
 
-@slot_init
-@dataclass(frozen=True, slots=True)
+@value_class(fast_init=True)
 class ReasoningDelta:
     """A fragment of reasoning/thinking text, excluded from the answer text."""
 
     text: str
 
 
-@slot_init
-@dataclass(frozen=True, slots=True)
+@value_class(fast_init=True)
 class ToolCallDelta:
     """A fragment of a tool call.
 
@@ -62,15 +58,14 @@ class ToolCallDelta:
     arguments_fragment: str
 
 
-@slot_init
-@dataclass(frozen=True, slots=True)
+@value_class(fast_init=True)
 class UsageUpdate:
     """A usage report; may arrive mid-stream and more than once."""
 
     usage: Usage
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class TimingMark:
     """A centrally-measured timing point, in milliseconds since attempt start.
 
@@ -83,7 +78,7 @@ class TimingMark:
     at_ms: float
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class AttemptFailed:
     """A target attempt failed; a retry or fallback may follow.
 
@@ -95,7 +90,7 @@ class AttemptFailed:
     record: AttemptRecord
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class StreamEnded:
     """Terminal event carrying the assembled result."""
 

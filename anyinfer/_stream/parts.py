@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from .._values import value_class
 from .events import ReasoningDelta, TextDelta, ToolCallDelta, UsageUpdate
 
 __all__ = [
@@ -57,7 +57,7 @@ UsagePart = UsageUpdate
 passed on as it is."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class FinishPart:
     """The provider's finish reason, mapped where the adapter knows the value.
 
@@ -68,28 +68,28 @@ class FinishPart:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class PhasesPart:
     """Provider-reported sub-timings in milliseconds (e.g. `prefill_ms`)."""
 
     phases: Mapping[str, float]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class RawPart:
     """A provider-native payload, yielded only when the request asks to retain raw."""
 
     payload: Any
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class WarningPart:
     """A non-fatal notice for `Generation.warnings`."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class EndPart:
     """The protocol's terminal sentinel arrived (`[DONE]`, `message_stop`, `done: true`).
 

@@ -31,13 +31,14 @@ import importlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import Message
 from .._types import Mechanism
+from .._values import value_class
 from . import keywords
 
 __all__ = [
@@ -81,7 +82,7 @@ class SupportsJSONSchema(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class SchemaSpec:
     """A structured-output schema, with the name and strictness it is sent with.
 
@@ -124,7 +125,7 @@ class SchemaSpec:
             )
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Repair:
     """The repair budget for structured output that fails validation.
 
@@ -149,7 +150,7 @@ class Repair:
             raise ConfigError(f"Repair.max_attempts must be an int >= 0, got {value!r}")
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class NormalizedSchema:
     """A schema ready to be sent and to validate replies.
 
@@ -202,7 +203,7 @@ class NormalizedSchema:
         return value, []
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class StructuredPlan:
     """How one target will be asked for structured output.
 

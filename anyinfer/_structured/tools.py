@@ -25,7 +25,7 @@ import json
 import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, overload
 
 from .._errors import ConfigError, ToolLoopError
@@ -33,6 +33,7 @@ from .._messages import Message
 from .._redact import redact
 from .._request import DEFAULT_MAX_ROUNDS, ToolSpec
 from .._types import ToolCall
+from .._values import value_class
 from .output import inline_refs, strip_titles
 
 __all__ = [
@@ -66,7 +67,7 @@ _ARG_SECTIONS = frozenset(
 _ARG_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class _Binding:
     """How validated arguments map back onto the function's parameters."""
 
@@ -75,7 +76,7 @@ class _Binding:
     """`(field name, parameter name, positional only)` per parameter, in order."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Tool:
     """A callable paired with the `ToolSpec` derived from its signature.
 
