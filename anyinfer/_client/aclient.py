@@ -625,7 +625,7 @@ class AsyncClient:
             timeout_s=timeout_s,
             max_response_bytes=max_response_bytes,
         )
-        return AsyncStream(router.run(chosen, targets, redirects, base, options, structured))
+        return router.run(chosen, targets, redirects, base, options, structured)
 
     def _check_generates(self, targets: tuple[ResolvedTarget, ...], wire_stream: bool) -> None:
         """Refuse a route holding a target whose adapter does not generate (see

@@ -15,15 +15,15 @@ every attempt's record. Telemetry brackets the request (`RequestStarted`, then o
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import Mapping
 from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._errors import AnyInferError
 from .._request import GenerationRequest
-from .._stream.events import StreamEnded, StreamEvent, TimingMark
-from .._stream.parts import batched
+from .._stream.events import StreamEnded, TimingMark
+from .._stream.generation import Relay, RouterBatches, routed
 from .._types import AttemptRecord, ResolvedTarget, Usage
 from .attempt import AttemptRunner, Structured, Trail
 from .health import Breakers
@@ -52,7 +52,7 @@ class Router:
         self._breakers = breakers
         self._telemetry = telemetry
 
-    @batched
+    @routed
     async def run(
         self,
         route: Route,
@@ -61,9 +61,10 @@ class Router:
         base: GenerationRequest,
         provider_options: Mapping[str, Mapping[str, Any]],
         structured: Structured | None,
-    ) -> AsyncGenerator[list[StreamEvent], None]:
-        """One request's event stream, in batches (one per network read; `AsyncStream`
-        serves them one event at a time).
+    ) -> RouterBatches:
+        """One request's event stream (`AsyncStream`), in batches: its own (the failure
+        records, the end), and each attempt's, relayed (`Relay`: the stream reads them
+        without a hop through this generator; what they raise comes back at the `yield`).
 
         Args:
             route: The route's policies (retry, decide, breaker).
@@ -104,8 +105,7 @@ class Router:
                             yield [TimingMark("attempt_start", 0.0)]  # refused before dispatch
                             raise
                         async with aclosing(events):
-                            async for batch in events:
-                                yield batch
+                            yield Relay(events)
                     except AnyInferError as exc:
                         step, failed = attempts.failed(exc)
                         if failed is not None:

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from .._types import Generation
 from .events import StreamEnded, StreamEvent
-from .parts import Batches
 
 if TYPE_CHECKING:
     import asyncio
     import concurrent.futures
 
-__all__ = ["AsyncStream", "SyncStream"]
+__all__ = ["AsyncStream", "Relay", "Routed", "RouterBatches", "SyncStream", "routed"]
+
+_P = ParamSpec("_P")
 
 
 class _Consumed:
@@ -39,6 +41,117 @@ class _Consumed:
         return self._result
 
 
+class Relay:
+    """What a router yields to hand its reader one attempt's event batches directly.
+
+    The reader (`Routed.next_batch`, and `AsyncStream` inline) reads `batches` itself
+    until they end, then resumes the router; whatever they raise is thrown into the
+    router at its `yield`, which handles it exactly as if its own `async for` over them
+    had raised (retry, fall back, raise). The router keeps the attempt open around the
+    `yield` and closes it when it is closed itself. A network read then costs no hop
+    through the router's generator.
+
+    Args:
+        batches: The attempt's event batches.
+    """
+
+    __slots__ = ("batches",)
+
+    def __init__(self, batches: AsyncIterator[Sequence[StreamEvent]]) -> None:
+        self.batches = batches
+
+
+RouterBatches = AsyncGenerator[Sequence[StreamEvent] | Relay, None]
+"""A router's output: event batches, and `Relay`s handing over an attempt's."""
+
+
+class Routed:
+    """A router's event stream (`routed`): its batches, read through its `Relay`s.
+
+    `AsyncStream` serves it a batch at a time; iterated directly, it yields one event at
+    a time like any async iterator.
+
+    Args:
+        source: The router's generator (closed by `aclose`).
+    """
+
+    __slots__ = ("_batch", "_next", "relayed", "source")
+
+    def __init__(self, source: RouterBatches) -> None:
+        self.source = source
+        self.relayed: AsyncIterator[Sequence[StreamEvent]] | None = None
+        self._batch: Sequence[StreamEvent] = ()
+        self._next = 0
+
+    async def next_batch(self, failure: BaseException | None = None) -> Sequence[StreamEvent]:
+        """The next non-empty batch: from the relayed attempt while there is one, else
+        from the router.
+
+        Args:
+            failure: What reading the relayed attempt just raised (`StopAsyncIteration`
+                when it ended), to hand to the router first.
+
+        Raises:
+            StopAsyncIteration: The router has finished.
+        """
+        while True:
+            relayed = self.relayed
+            if failure is not None:
+                # Thrown at the router's `yield`, as its own `async for` would have
+                # raised it (or resumed it, at the attempt's end).
+                self.relayed = None
+                thrown, failure = failure, None
+                if type(thrown) is StopAsyncIteration:
+                    batch = await self.source.asend(None)
+                else:
+                    batch = await self.source.athrow(thrown)
+            elif relayed is not None:
+                try:
+                    batch = await relayed.__anext__()
+                except BaseException as exc:
+                    failure = exc
+                    continue
+            else:
+                batch = await self.source.__anext__()
+            if isinstance(batch, Relay):
+                self.relayed = batch.batches
+            elif batch:
+                return batch
+
+    def __aiter__(self) -> Routed:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        i, batch = self._next, self._batch
+        if i >= len(batch):
+            batch = self._batch = await self.next_batch()
+            i = 0
+        self._next = i + 1
+        return batch[i]
+
+    async def aclose(self) -> None:
+        """Close the router (which closes the attempt it relays)."""
+        self._batch = ()
+        await self.source.aclose()
+
+
+def routed(func: Callable[_P, RouterBatches]) -> Callable[_P, AsyncStream]:
+    """Make a router's generator function return its `AsyncStream`.
+
+    Args:
+        func: The generator function (a method is fine): event batches and `Relay`s.
+
+    Returns:
+        A function with `func`'s parameters that returns `AsyncStream(Routed(...))`.
+    """
+
+    @functools.wraps(func)
+    def start(*args: _P.args, **kwargs: _P.kwargs) -> AsyncStream:
+        return AsyncStream(Routed(func(*args, **kwargs)))
+
+    return start
+
+
 class AsyncStream(_Consumed):
     """An async iterator over stream events, with the final result attached.
 
@@ -50,9 +163,8 @@ class AsyncStream(_Consumed):
 
     def __init__(self, source: AsyncIterator[StreamEvent]) -> None:
         self._source = source
-        # A batched source (the router's) is read a batch at a time and served from it.
-        batches: Any = source
-        self._batches = batches.source if type(batches) is Batches else None
+        # A router's stream is read a batch at a time and served from it.
+        self._routed = source if type(source) is Routed else None
         self._batch: Sequence[StreamEvent] = ()
         self._next = 0
         self._result: Generation | None = None
@@ -70,13 +182,19 @@ class AsyncStream(_Consumed):
         if i < len(batch):
             self._next = i + 1
             event = batch[i]
-        elif self._batches is None:
+        elif (routed := self._routed) is None:
             event = await self._source.__anext__()
         else:
-            while True:
-                batch = await self._batches.__anext__()
-                if batch:
-                    break
+            # The usual read inline: the relayed attempt's next batch. `next_batch` does
+            # the rest (the router's own batches, an attempt's end or failure).
+            relayed, failure, batch = routed.relayed, None, ()
+            if relayed is not None:
+                try:
+                    batch = await relayed.__anext__()
+                except BaseException as exc:
+                    failure = exc
+            if not batch:
+                batch = await routed.next_batch(failure)
             self._batch, self._next = batch, 1
             event = batch[0]
         if type(event) is StreamEnded:
@@ -105,22 +223,23 @@ class AsyncStream(_Consumed):
 
     async def collect(self) -> Generation:
         """Drain the stream and return the final result."""
-        batches = self._batches
-        if batches is None or self._closed:
+        routed = self._routed
+        if routed is None or self._closed:
             async for _ in self:
                 pass
             return self.result
         # What iterating would do, a batch at a time: nothing to hand out one by one.
         ended = StreamEnded
-        for event in self._batch[self._next :]:
-            if type(event) is ended:
-                self._result = event.result
+        batch = self._batch[self._next :]
         self._batch, self._next = (), 0
-        async for batch in batches:
+        while True:
             for event in batch:
                 if type(event) is ended:
                     self._result = event.result
-        return self.result
+            try:
+                batch = await routed.next_batch()
+            except StopAsyncIteration:
+                return self.result
 
 
 class _LoopThread:

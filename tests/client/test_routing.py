@@ -343,3 +343,31 @@ def test_error_body_json_is_parsed_for_messages() -> None:
     a = Script((500, {"error": {"message": "upstream exploded"}}, {}))
     with pytest.raises(ai.AllTargetsFailedError, match="upstream exploded"):
         generate(client_for(a=a), route=ai.Route("a:m", retry=ai.RetryPolicy(max_retries=0)))
+
+
+def test_a_streamed_route_reads_each_attempt_directly_and_keeps_its_errors() -> None:
+    # The router relays each attempt's batches to the stream (no hop through its own
+    # generator); what an attempt raises still reaches the router: a retry on `a`, then
+    # the fallback exhausted on `b` with its trail.
+    a, b = Script(err(500), ok("second")), Script(err(401))
+
+    async def main() -> None:
+        async with client_for(a=a, b=b) as client:
+            async with client.stream("hi", route=ai.Route(["a:m", "b:m"], retry=FAST)) as st:
+                relayed = []
+                async for event in st:
+                    relayed.append(st._routed is not None and st._routed.relayed is not None)
+                    if isinstance(event, ai.TextDelta):
+                        break
+            assert a.calls == 2 and any(relayed)
+
+            async def drain() -> None:
+                async with client.stream("hi", route=ai.Route(["b:m"], retry=FAST)) as st2:
+                    async for _ in st2:
+                        pass
+
+            with pytest.raises(ai.AllTargetsFailedError) as streamed:
+                await drain()
+            assert [x.outcome for x in streamed.value.attempts] == ["failed"]
+
+    asyncio.run(main())
