@@ -24,7 +24,7 @@ type on the `anyinfer` logger, and the request carries on.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from decimal import Decimal
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -32,6 +32,7 @@ from ._messages import AudioContent, ContentPart, DocumentContent, Message, Text
 from ._observers import Telemetry  # the hub, kept apart: see its module
 from ._redact import redact, redact_value
 from ._types import ErrorInfo, FinishReason, Outcome, ResolvedTarget, Timing, ToolCall, Usage
+from ._values import value_class
 
 __all__ = [
     "AttemptEnded",
@@ -62,7 +63,7 @@ def _no_metadata() -> Mapping[str, str]:
     return {}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class _Event:
     """What every telemetry event carries.
 
@@ -75,7 +76,7 @@ class _Event:
     metadata: Mapping[str, str] = field(default_factory=_no_metadata)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class _AttemptEvent(_Event):
     """What every event about one attempt carries (besides `request_id` and `metadata`).
 
@@ -86,7 +87,7 @@ class _AttemptEvent(_Event):
     target: ResolvedTarget
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class RequestStarted(_Event):
     """A request was accepted and is about to be routed.
 
@@ -103,7 +104,7 @@ class RequestStarted(_Event):
     messages: tuple[Message, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class AttemptStarted(_AttemptEvent):
     """One routing attempt is being sent to its `target`.
 
@@ -116,7 +117,7 @@ class AttemptStarted(_AttemptEvent):
     attempt: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class FirstToken(_AttemptEvent):
     """The first content (text, reasoning or tool-call) of an attempt arrived.
 
@@ -129,7 +130,7 @@ class FirstToken(_AttemptEvent):
     at_ms: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class UsageReported(_AttemptEvent):
     """The provider reported usage (possibly partial; may repeat within an attempt).
 
@@ -142,7 +143,7 @@ class UsageReported(_AttemptEvent):
     usage: Usage
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class AttemptEnded(_AttemptEvent):
     """One routing attempt finished, well or badly.
 
@@ -162,7 +163,7 @@ class AttemptEnded(_AttemptEvent):
     usage: Usage = field(default_factory=Usage)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class RequestEnded(_Event):
     """The request finished: the last event of every request.
 
@@ -196,7 +197,7 @@ UnaryOperation = Literal["embeddings", "rerank"]
 name the operation (`gen_ai.operation.name`; they have no name for reranking)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class OperationStarted(_Event):
     """An `embed()` or `rerank()` call passed its checks and is about to be sent.
 
@@ -227,7 +228,7 @@ class OperationStarted(_Event):
     query: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class BatchAttemptEnded(_AttemptEvent):
     """One attempt of one batch of an `embed()` or `rerank()` call finished.
 
@@ -260,7 +261,7 @@ class BatchAttemptEnded(_AttemptEvent):
     search_units: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class OperationEnded(_Event):
     """An `embed()` or `rerank()` call finished: its last event.
 

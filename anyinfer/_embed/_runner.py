@@ -33,12 +33,13 @@ succeeded), and `OperationEnded`; an unobserved call builds none of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING
 
 from .._client.validate import need_int
 from .._errors import ConfigError, ProtocolError
 from .._types import ResolvedTarget
+from .._values import value_class
 from ._route import UnaryCall, UnaryRunner, UnarySpec, adapter_class, refuse_mixed_models, strings
 from ._types import Embeddings, EmbedEncoding, EmbedReply, EmbedRequest
 
@@ -89,7 +90,7 @@ def check_vector_space(
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True)
 class EmbedCall(UnaryCall):
     """One `embed()` call's arguments (see `AsyncClient.embed`), checked when built.
 

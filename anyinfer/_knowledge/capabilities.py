@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from .._errors import ConfigError
+from .._values import value_class
 
 if TYPE_CHECKING:
     from .catalog import Catalog
@@ -172,7 +173,7 @@ class _FrozenMap(Mapping[str, "Provenance"]):
         return repr(self._data)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class ModelCapabilities:
     """What one model can do, as far as anybody knows.
 
