@@ -23,6 +23,7 @@ from .._structured import keywords
 __all__ = [
     "REASONING_EFFORTS",
     "check_budget_call",
+    "check_metadata",
     "check_request",
     "check_run_tools_call",
     "need_int",
@@ -292,13 +293,7 @@ def check_request(
                     f"fields, got {_kind(key)} -> {_kind(fields)}"
                 )
     if metadata is not None:
-        if not isinstance(metadata, Mapping):
-            raise _fail("metadata", "a mapping of strings to strings", metadata)
-        for key, val in metadata.items():
-            if not isinstance(key, str) or not isinstance(val, str):
-                raise ConfigError(
-                    f"metadata must map strings to strings, got {_kind(key)} -> {_kind(val)}"
-                )
+        check_metadata(metadata)
     if schema is not None:
         _need_schema(schema)
     if repair is not None:
@@ -338,3 +333,25 @@ def check_budget_call(
     check_request(schema=schema, tools=tools, sampling=sampling)
     if output_reserve_tokens is not None:
         need_int(output_reserve_tokens, "output_reserve_tokens", minimum=0)
+
+
+def check_metadata(metadata: object) -> dict[str, str]:
+    """A call's `metadata`, checked (strings to strings) and copied; `{}` for `None`.
+
+    The one check for every operation that takes `metadata` (generation, embeddings,
+    reranking). Its message names the offending key's and value's types (a short
+    scalar is shown), never a whole container.
+
+    Raises:
+        ConfigError: If it is not a mapping of strings to strings.
+    """
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise _fail("metadata", "a mapping of strings to strings", metadata)
+    for key, val in metadata.items():
+        if not isinstance(key, str) or not isinstance(val, str):
+            raise ConfigError(
+                f"metadata must map strings to strings, got {_kind(key)} -> {_kind(val)}"
+            )
+    return dict(metadata)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .._observers import Telemetry
     from .._telemetry import OperationEnded, UnaryOperation
 
-__all__ = ["SILENT", "Billed", "Outcome", "UnaryInstrument", "check_metadata", "unary_instrument"]
+__all__ = ["SILENT", "Billed", "Outcome", "UnaryInstrument", "unary_instrument"]
 
 
 class Billed(Protocol):
@@ -236,20 +236,3 @@ def unary_instrument(
     if telemetry is None or not telemetry.active:
         return SILENT
     return UnaryInstrument(telemetry, metadata, operation)
-
-
-def check_metadata(metadata: object) -> Mapping[str, str]:
-    """The call's `metadata`, checked as generation checks it (strings to strings).
-
-    Raises:
-        ConfigError: If it is not a mapping of strings to strings.
-    """
-    from .._errors import ConfigError
-
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
-    ):
-        raise ConfigError(f"metadata must be a mapping of strings to strings, got {metadata!r:.80}")
-    return dict(metadata)

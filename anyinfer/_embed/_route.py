@@ -119,8 +119,7 @@ class UnaryCall:
     def _check_common(self) -> None:
         """The checks of the keywords every unary call takes (its `__post_init__` calls
         this after checking its inputs)."""
-        from .._client.validate import need_int, need_number
-        from ._observe import check_metadata
+        from .._client.validate import check_metadata, need_int, need_number
 
         object.__setattr__(self, "metadata", check_metadata(self.metadata))
         for name, value in (("batch_size", self.batch_size), ("concurrency", self.concurrency)):
