@@ -101,7 +101,7 @@ from .._errors import ConfigError, ProtocolError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import ContentPart, ImageContent, Message, TextContent
 from .._request import GenerationRequest
-from .._stream.parts import END, FinishPart, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
+from .._stream.parts import END, Part, ReasoningPart, TextPart, ToolCallPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, flushed, opt_dict, opt_int, opt_str
 
@@ -211,6 +211,7 @@ class CohereAdapter(HTTPAdapter):
     """
 
     provider_id: ClassVar[str] = "cohere"
+    finish_reasons: ClassVar[Mapping[str, str]] = FINISH_MAP
     profile: ClassVar[AdapterProfile] = AdapterProfile(
         conformance_dialect="cohere-v2",
         structured=ModelCapabilities(json_mode=True, json_schema=True),
@@ -497,8 +498,7 @@ class CohereAdapter(HTTPAdapter):
                 None, message or "the generation failed (finish_reason ERROR)", None, phase="stream"
             )
             return flushed(parts, error)
-        if reason:
-            parts.append(FinishPart(FINISH_MAP.get(reason, reason)))
+        parts.extend(self.finish_parts(reason, f"{where}.finish_reason"))
         return parts
 
     def parts_from_response(self, payload: Any, calls: PartAssembler) -> Iterator[Part]:

@@ -30,7 +30,7 @@ from .._errors import AnyInferError, ConfigError, ProtocolError, ProviderError
 from .._knowledge.capabilities import ModelCapabilities
 from .._messages import AudioContent, DocumentContent, ImageContent, Message
 from .._request import GenerationRequest, ReasoningEffort
-from .._stream.parts import END, FinishPart, Part, PhasesPart, ReasoningPart, TextPart, UsagePart
+from .._stream.parts import END, Part, PhasesPart, ReasoningPart, TextPart, UsagePart
 from .._types import Usage
 from ._wire import as_dict, as_list, as_str, opt_dict, opt_int, opt_str
 
@@ -124,6 +124,7 @@ class OllamaAdapter(HTTPAdapter):
     """
 
     provider_id: ClassVar[str] = "ollama"
+    finish_reasons: ClassVar[Mapping[str, str]] = FINISH_MAP
     default_base_url: ClassVar[str | None] = "http://127.0.0.1:11434"
     api_key_env: ClassVar[str | None] = "OLLAMA_API_KEY"
     profile: ClassVar[AdapterProfile] = AdapterProfile(
@@ -349,16 +350,13 @@ class OllamaAdapter(HTTPAdapter):
             yield from self.parts_from_message(message_obj, calls)
         if obj.get("done") is not True:
             return
-        pid = self.instance_id
         usage = self.usage_from(obj)
         if not usage.is_empty():
             yield UsagePart(usage)
         phases = self.phases_from(obj)
         if phases:
             yield PhasesPart(phases)
-        reason = opt_str(obj.get("done_reason"), pid, "done_reason")
-        if reason:
-            yield FinishPart(FINISH_MAP.get(reason, reason))
+        yield from self.finish_parts(obj.get("done_reason"), "done_reason")
         yield END
 
     def parts_from_message(self, message: dict[str, Any], calls: PartAssembler) -> Iterator[Part]:
