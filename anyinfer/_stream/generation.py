@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec
 
 from .._types import Generation
 from .events import StreamEnded, StreamEvent
+from .parts import Served
 
 if TYPE_CHECKING:
     import asyncio
@@ -65,7 +66,7 @@ RouterBatches = AsyncGenerator[Sequence[StreamEvent] | Relay, None]
 """A router's output: event batches, and `Relay`s handing over an attempt's."""
 
 
-class Routed:
+class Routed(Served[StreamEvent]):
     """A router's event stream (`routed`): its batches, read through its `Relay`s.
 
     `AsyncStream` serves it a batch at a time; iterated directly, it yields one event at
@@ -75,13 +76,12 @@ class Routed:
         source: The router's generator (closed by `aclose`).
     """
 
-    __slots__ = ("_batch", "_next", "relayed", "source")
+    __slots__ = ("relayed", "source")
 
     def __init__(self, source: RouterBatches) -> None:
+        super().__init__()
         self.source = source
         self.relayed: AsyncIterator[Sequence[StreamEvent]] | None = None
-        self._batch: Sequence[StreamEvent] = ()
-        self._next = 0
 
     async def next_batch(self, failure: BaseException | None = None) -> Sequence[StreamEvent]:
         """The next non-empty batch: from the relayed attempt while there is one, else
@@ -117,17 +117,6 @@ class Routed:
                 self.relayed = batch.batches
             elif batch:
                 return batch
-
-    def __aiter__(self) -> Routed:
-        return self
-
-    async def __anext__(self) -> StreamEvent:
-        i, batch = self._next, self._batch
-        if i >= len(batch):
-            batch = self._batch = await self.next_batch()
-            i = 0
-        self._next = i + 1
-        return batch[i]
 
     async def aclose(self) -> None:
         """Close the router (which closes the attempt it relays)."""

@@ -31,6 +31,7 @@ __all__ = [
     "PhasesPart",
     "RawPart",
     "ReasoningPart",
+    "Served",
     "TextPart",
     "ToolCallPart",
     "UsagePart",
@@ -118,37 +119,59 @@ _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
 
-class Batches(Generic[_T]):
-    """An async iterator whose source produces its items in batches.
+class Served(Generic[_T]):
+    """An async iterator of items that arrive in batches (`next_batch`), served one at a
+    time from the current batch: what `Batches` and a router's `Routed` share."""
 
-    The stream layers (the adapter template, the core, the router) do all the
-    synchronous work of one network read at once and hand the next layer a list, so a
-    read costs one async hop per layer rather than one per layer per item. A layer that
-    knows this type takes `source` (the batch generator) directly; anyone else iterates
-    it item by item, served from the current batch.
+    __slots__ = ("_batch", "_next")
 
-    Args:
-        source: The async generator of batches (closed by `aclose`).
-    """
-
-    __slots__ = ("_batch", "_next", "source")
-
-    def __init__(self, source: AsyncGenerator[Sequence[_T], None]) -> None:
-        self.source = source
+    def __init__(self) -> None:
         self._batch: Sequence[_T] = ()
         self._next = 0
 
-    def __aiter__(self) -> Batches[_T]:
+    async def next_batch(self) -> Sequence[_T]:
+        """The next batch (each kind says where from).
+
+        Raises:
+            StopAsyncIteration: There are no more.
+        """
+        raise NotImplementedError
+
+    def __aiter__(self) -> Served[_T]:
         return self
 
     async def __anext__(self) -> _T:
         """The next item; awaits the next batch only when this one is used up."""
         i, batch = self._next, self._batch
         while i >= len(batch):
-            batch = self._batch = await self.source.__anext__()
+            batch = self._batch = await self.next_batch()
             i = 0
         self._next = i + 1
         return batch[i]
+
+
+class Batches(Served[_T]):
+    """An async iterator whose source produces its items in batches.
+
+    The stream layers (the adapter template, the core) do all the synchronous work of
+    one network read at once and hand the next layer a list, so a read costs one async
+    hop per layer rather than one per layer per item. A layer that knows this type takes
+    `source` (the batch generator) directly; anyone else iterates it item by item,
+    served from the current batch.
+
+    Args:
+        source: The async generator of batches (closed by `aclose`).
+    """
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: AsyncGenerator[Sequence[_T], None]) -> None:
+        super().__init__()
+        self.source = source
+
+    async def next_batch(self) -> Sequence[_T]:
+        """The source's next batch."""
+        return await self.source.__anext__()
 
     async def aclose(self) -> None:
         """Close the source (and what it holds open)."""
