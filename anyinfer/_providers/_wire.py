@@ -89,6 +89,12 @@ def opt_int(value: Any, provider: str, where: str) -> int | None:
         raise _bad(provider, where, "a number", value)
     if isinstance(value, float) and not value.is_integer():
         raise _bad(provider, where, "an integer", value)
+    if value < 0:
+        # A count, an index or a size: a negative one is a broken answer, not a figure.
+        raise ProtocolError(
+            f"{provider}: expected a non-negative integer at {where}, got {int(value)}",
+            provider=provider,
+        )
     return int(value)
 
 

@@ -823,8 +823,8 @@ _COUNT_KEYS = (
 
 
 def counts(u: dict[str, Any]) -> Usage | None:
-    """The `Usage` of a `usageMetadata` object whose counts (`_COUNT_KEYS`) are each an
-    `int` or absent, else `None` (`GeminiAdapter.usage_from` checks that object).
+    """The `Usage` of a `usageMetadata` object whose counts (`_COUNT_KEYS`) are each a
+    non-negative `int` or absent, else `None` (`GeminiAdapter.usage_from` checks that object).
 
     Each sum counts what is known, one side alone when the other is absent: the input is
     the prompt plus the tool-use prompt, the output the candidates plus the thoughts.
@@ -836,14 +836,14 @@ def counts(u: dict[str, Any]) -> Usage | None:
     thoughts = get("thoughtsTokenCount")
     total = get("totalTokenCount")
     cached = get("cachedContentTokenCount")
-    # `type(x) is int`: a bool is not a count.
+    # `type(x) is int`: a bool is not a count; nor is a negative number (`opt_int`).
     if not (
-        (prompt is None or type(prompt) is int)
-        and (tool_prompt is None or type(tool_prompt) is int)
-        and (candidates is None or type(candidates) is int)
-        and (thoughts is None or type(thoughts) is int)
-        and (total is None or type(total) is int)
-        and (cached is None or type(cached) is int)
+        (prompt is None or (type(prompt) is int and prompt >= 0))
+        and (tool_prompt is None or (type(tool_prompt) is int and tool_prompt >= 0))
+        and (candidates is None or (type(candidates) is int and candidates >= 0))
+        and (thoughts is None or (type(thoughts) is int and thoughts >= 0))
+        and (total is None or (type(total) is int and total >= 0))
+        and (cached is None or (type(cached) is int and cached >= 0))
     ):
         return None
     if tool_prompt is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -121,6 +122,7 @@ def test_counts_answers_only_for_integer_counts() -> None:
     assert counts({**meta, "candidatesTokenCount": 1}) == Usage(5, 5, None, None, None, 4)
     assert counts({"totalTokenCount": True}) is None
     assert counts({"cachedContentTokenCount": 2.0}) is None
+    assert counts({**meta, "candidatesTokenCount": -1}) is None
     adapter = GeminiAdapter(ai.ProviderSettings("gemini", api_key="k"))
     assert adapter.usage_from({"cachedContentTokenCount": 2.0}) == Usage(cache_read_tokens=2)
 
@@ -150,3 +152,18 @@ def test_real_chunks_agree_and_many_take_the_shortcut() -> None:
         body = sse(chunk, done=False)
         assert streamed(GeminiAdapter, body) == streamed(Walked, body)
     assert taken * 3 > len(real), (taken, len(real))
+
+
+@pytest.mark.parametrize("key", ["promptTokenCount", "candidatesTokenCount", "totalTokenCount"])
+def test_a_negative_count_fails_typed_on_both_paths(key: str) -> None:
+    chunk = {
+        "candidates": [{"content": {"parts": [{"text": "Hi"}], "role": "model"}, "index": 0}],
+        "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1, key: -2},
+    }
+    body = sse(chunk, done=False)
+    got = streamed(GeminiAdapter, body)
+    assert got == streamed(Walked, body)
+    assert got[-1] == (
+        "ProtocolError",
+        f"gemini: expected a non-negative integer at usageMetadata.{key}, got -2",
+    )
