@@ -52,7 +52,7 @@ DETAIL_MAX_CHARS = 2000
 """The longest `ErrorInfo.detail` kept, in characters."""
 
 
-@value_class(fast_init=True)
+@value_class
 class Usage:
     """Token accounting for one generation.
 

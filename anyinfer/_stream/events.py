@@ -23,21 +23,21 @@ TimingMarkName = Literal["attempt_start", "first_token"]
 """Named points on the attempt clock."""
 
 
-@value_class(fast_init=True)
+@value_class
 class TextDelta:
     """A fragment of visible answer text."""
 
     text: str
 
 
-@value_class(fast_init=True)
+@value_class
 class ReasoningDelta:
     """A fragment of reasoning/thinking text, excluded from the answer text."""
 
     text: str
 
 
-@value_class(fast_init=True)
+@value_class
 class ToolCallDelta:
     """A fragment of a tool call.
 
@@ -58,7 +58,7 @@ class ToolCallDelta:
     arguments_fragment: str
 
 
-@value_class(fast_init=True)
+@value_class
 class UsageUpdate:
     """A usage report; may arrive mid-stream and more than once."""
 
