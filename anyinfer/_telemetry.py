@@ -244,7 +244,8 @@ class BatchAttemptEnded(_AttemptEvent):
         outcome: How it ended (`"skipped_unhealthy"`: nothing was sent).
         error: The redacted failure, for attempts that did not succeed.
         timing: Its measured timing (`total_ms`), when it was sent.
-        usage: What the provider reported, for a successful attempt.
+        usage: What the provider reported, for a successful attempt (with its
+            `cost_usd`, when pricing is known).
         cost_usd: The attempt's cost, when it succeeded and pricing is known.
         search_units: Billed search units (rerank, where the provider bills by them).
     """

@@ -119,8 +119,9 @@ class UnaryInstrument(Emitter):
     ) -> Callable[[AttemptRecord, Billed | None], None] | None:
         """What a runner hands `walk` as `on_record` for one batch: each record becomes a
         `BatchAttemptEnded`, numbered within the batch, carrying the successful
-        attempt's usage, search units and cost (`_route.request_cost`). `None` from
-        `SILENT`, so an unobserved batch pays nothing per attempt.
+        attempt's search units, cost (`_route.request_cost`) and usage, priced with
+        that cost as a generation attempt's is. `None` from `SILENT`, so an unobserved
+        batch pays nothing per attempt.
 
         Args:
             targets: The client's targets (pricing).
@@ -137,9 +138,9 @@ class UnaryInstrument(Emitter):
             number += 1
             usage, cost, units = Usage(), None, None
             if reply is not None:
-                usage = reply.usage
                 units = getattr(reply, "search_units", None)
-                cost = request_cost(targets, record.target, usage, units)
+                cost = request_cost(targets, record.target, reply.usage, units)
+                usage = reply.usage if cost is None else reply.usage.with_cost(cost)
             self._emit(
                 BatchAttemptEnded(
                     request_id=self._request_id,

@@ -364,7 +364,9 @@ def _delta(text: str | None = None, finish: str | None = None) -> dict[str, Any]
 USAGE_CHUNK = {"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}}
 
 
-def _observed_client(**bodies: list[tuple[int, bytes]]) -> tuple[Any, Recorder]:
+def _observed_client(
+    pricing: Any = None, **bodies: list[tuple[int, bytes]]
+) -> tuple[Any, Recorder]:
     import httpx
 
     import anyinfer as ai
@@ -386,6 +388,7 @@ def _observed_client(**bodies: list[tuple[int, bytes]]) -> tuple[Any, Recorder]:
             for name, b in bodies.items()
         ],
         observers=[rec],
+        pricing_table=pricing,
     )
     return client, rec
 
@@ -470,6 +473,105 @@ def test_client_reports_a_failed_request_with_the_usage_it_flushed() -> None:
         ("UsageReported", "a"),
         ("AttemptEnded", "a", "failed", "StreamError", flushed),
         ("RequestEnded", False, None, "AllTargetsFailedError", flushed),
+    ]
+
+
+def test_attempt_and_request_ends_carry_every_field_of_the_trail_and_result() -> None:
+    """Whole events compared: a field the instrument stops filling in (the record's
+    error or timing, an attempt's priced usage, the cost) fails here."""
+    import asyncio
+
+    import anyinfer as ai
+
+    overloaded = (503, b'{"error": {"message": "busy", "type": "x"}}')
+    answer = (200, sse(_delta("hel"), _delta("lo"), _delta(finish="stop"), USAGE_CHUNK))
+    price = ai.ModelPrice(input=Decimal("0.001"), output=Decimal("0.002"))
+    table = ai.PricingTable({"openai:m": price})
+    client, rec = _observed_client(table, a=[overloaded], b=[answer])
+    route = ai.Route(
+        ["a:m", "b:m"], retry=ai.RetryPolicy(max_retries=1, backoff_base_s=0.001, jitter=0.0)
+    )
+    meta = {"k": "v"}
+
+    async def go() -> ai.Generation:
+        async with client, client.stream("hi", route=route, metadata=meta) as stream:
+            return await stream.collect()
+
+    result = asyncio.run(go())
+    usage = result.usage
+    assert usage.cost_usd == Decimal("0.008")  # 4 in, 2 out: priced
+    records = result.attempts
+    assert [r.outcome for r in records] == ["retried", "failed", "ok"]
+    assert all(r.timing is not None for r in records)
+    assert all(r.error is not None for r in records[:2])
+    rid = rec.events[0].request_id
+    assert [e for e in rec.events if isinstance(e, AttemptEnded)] == [
+        AttemptEnded(
+            request_id=rid,
+            metadata=meta,
+            target=r.target,
+            outcome=r.outcome,
+            error=r.error,
+            timing=r.timing,
+            usage=u,
+        )
+        for r, u in zip(records, [Usage(), Usage(), usage], strict=True)
+    ]
+    assert rec.events[-1] == RequestEnded(
+        request_id=rid,
+        metadata=meta,
+        ok=True,
+        target=result.target,
+        usage=usage,
+        cost_usd=usage.cost_usd,
+        timing=result.timing,
+        finish_reason="stop",
+    )  # text and tool calls: payload observers only
+
+
+def test_a_failed_request_ends_with_every_field_of_its_error_and_flushed_usage() -> None:
+    import asyncio
+
+    import anyinfer as ai
+
+    cut = (200, sse(USAGE_CHUNK, done=False))
+    client, rec = _observed_client(a=[cut])
+    route = ai.Route("a:m", retry=ai.RetryPolicy(max_retries=0))
+
+    async def go() -> None:
+        async with client, client.stream("hi", route=route) as stream:
+            await stream.collect()
+
+    with pytest.raises(ai.AllTargetsFailedError) as caught:
+        asyncio.run(go())
+    (record,) = caught.value.attempts
+    assert record.error is not None and record.timing is not None
+    rid, flushed = rec.events[0].request_id, Usage(4, 2)
+    ended = [e for e in rec.events if isinstance(e, AttemptEnded | RequestEnded)]
+    assert ended == [
+        AttemptEnded(
+            request_id=rid,
+            target=record.target,
+            outcome="failed",
+            error=record.error,
+            timing=record.timing,
+            usage=flushed,
+        ),
+        RequestEnded(request_id=rid, ok=False, usage=flushed, error=caught.value.to_info()),
+    ]
+
+
+def test_the_attempt_and_request_end_fields_stay_as_documented() -> None:
+    """The events' fields are the public contract: their names and order."""
+    common = ["request_id", "metadata"]
+    assert [f.name for f in fields(AttemptEnded)] == [
+        *common,
+        *["target", "outcome", "error", "timing", "usage"],
+    ]
+    assert [f.name for f in fields(RequestEnded)] == [
+        *common,
+        *["ok", "target", "usage", "cost_usd", "timing", "error", "finish_reason"],
+        *["text", "tool_calls"],
     ]
 
 

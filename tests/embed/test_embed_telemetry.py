@@ -128,6 +128,91 @@ def test_an_observed_embed_reports_start_each_batch_attempt_and_end() -> None:
     assert all(e.metadata == {"job": "index-7"} for e in rec.events)
 
 
+def test_each_batch_attempt_and_the_end_carry_every_field_of_the_trail_and_result() -> None:
+    """Whole events compared: a field the instrument stops filling in (the record's
+    error or timing, a batch's place, its priced usage) fails here."""
+    calls = iter([Script(fault=Fault("status", status=503)), *[Script()] * 5])
+    rec = Recorder()
+    client, _ = _client(lambda request: next(calls), observers=[rec])
+    route = ai.Route(f"openai:{MODEL}", retry=FAST)
+    meta = {"job": "index-7"}
+    with client:
+        result = client.embed(TEXTS, route=route, batch_size=2, concurrency=1, metadata=meta)
+    records = result.attempts
+    assert [r.outcome for r in records] == ["retried", "ok", "ok", "ok"]
+    assert all(r.timing is not None for r in records) and records[0].error is not None
+    rid = rec.events[0].request_id
+    places = [(0, 1, TEXTS[:2]), (0, 2, TEXTS[:2]), (1, 1, TEXTS[2:4]), (2, 1, TEXTS[4:])]
+    expected = []
+    for record, (batch, number, texts) in zip(records, places, strict=True):
+        usage, cost = Usage(), None
+        if record.outcome == "ok":
+            tokens = sum(map(token_count, texts))
+            cost = PRICE * tokens
+            usage = Usage(input_tokens=tokens, total_tokens=tokens, cost_usd=cost)
+        expected.append(
+            BatchAttemptEnded(
+                request_id=rid,
+                metadata=meta,
+                target=record.target,
+                operation="embeddings",
+                batch=batch,
+                attempt=number,
+                input_count=len(texts),
+                outcome=record.outcome,
+                error=record.error,
+                timing=record.timing,
+                usage=usage,
+                cost_usd=cost,
+            )
+        )
+    assert [e for e in rec.events if isinstance(e, BatchAttemptEnded)] == expected
+    assert result.cost_usd is not None
+    assert rec.events[-1] == OperationEnded(
+        request_id=rid,
+        metadata=meta,
+        operation="embeddings",
+        ok=True,
+        target=result.target,
+        input_count=5,
+        batch_count=3,
+        usage=result.usage,
+        cost_usd=result.cost_usd,
+        timing=result.timing,
+        dimensions=result.dimensions,
+    )
+
+
+def test_a_batch_attempts_usage_carries_its_cost_as_a_generation_attempts_does() -> None:
+    """Every event that reports a usage whose price is known reports it priced, and its
+    `cost_usd`, where it has one, is that usage's: a successful generation attempt's
+    `AttemptEnded.usage` is the priced usage, and so is a batch attempt's."""
+    rec = Recorder()
+    client, _ = _client(lambda request: Script(), observers=[rec])
+    with client:
+        client.embed(TEXTS, target=f"openai:{MODEL}", batch_size=2)
+    attempts = [e for e in rec.events if isinstance(e, BatchAttemptEnded)]
+    assert len(attempts) == 3
+    for a in attempts:
+        assert a.cost_usd is not None and a.usage.input_tokens is not None
+        assert a.usage.cost_usd == a.cost_usd == PRICE * a.usage.input_tokens
+
+
+def test_the_unary_event_fields_stay_as_documented() -> None:
+    """The events' fields are the public contract: their names and order."""
+    common = ["request_id", "metadata"]
+    assert [f.name for f in fields(BatchAttemptEnded)] == [
+        *common,
+        *["target", "operation", "batch", "attempt", "input_count", "outcome", "error"],
+        *["timing", "usage", "cost_usd", "search_units"],
+    ]
+    assert [f.name for f in fields(OperationEnded)] == [
+        *common,
+        *["operation", "ok", "target", "input_count", "batch_count", "usage", "cost_usd"],
+        *["timing", "error", "dimensions", "result_count", "search_units"],
+    ]
+
+
 def test_embed_events_are_payload_free_by_default_and_redacted_with_payloads() -> None:
     bare, full = Recorder(), Recorder()
     client, _ = _client(lambda request: Script())
@@ -285,7 +370,7 @@ def test_an_observed_rerank_reports_the_same_events_priced_by_search_unit() -> N
         (1, 2, 1),
         (2, 1, 1),
     ]
-    assert all(a.cost_usd == Decimal("0.002") for a in attempts)
+    assert all(a.cost_usd == a.usage.cost_usd == Decimal("0.002") for a in attempts)
     assert result.cost_usd == Decimal("0.006") == ended.cost_usd
     assert ended.search_units == 3 and ended.result_count == 2
     assert not any("cats purr" in t for e in rec.events for t in texts_in(e))
