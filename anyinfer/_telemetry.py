@@ -26,12 +26,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import field, replace
 from decimal import Decimal
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, TypedDict, runtime_checkable
 
 from ._messages import AudioContent, ContentPart, DocumentContent, Message, TextContent
 from ._observers import Telemetry  # the hub, kept apart: see its module
 from ._redact import redact, redact_value
-from ._types import ErrorInfo, FinishReason, Outcome, ResolvedTarget, Timing, ToolCall, Usage
+from ._types import (
+    AttemptRecord,
+    ErrorInfo,
+    FinishReason,
+    Outcome,
+    ResolvedTarget,
+    Timing,
+    ToolCall,
+    Usage,
+)
 from ._values import value_class
 
 __all__ = [
@@ -309,6 +318,82 @@ TelemetryEvent: TypeAlias = (
     | OperationEnded
 )
 """Any telemetry event."""
+
+
+# --- what the instruments fill in the same way for every operation -------------------
+
+
+class AttemptEnd(TypedDict):
+    """The fields an attempt's end (`AttemptEnded`, `BatchAttemptEnded`) takes from the
+    request and the attempt's record (`attempt_end`)."""
+
+    request_id: str
+    metadata: Mapping[str, str]
+    target: ResolvedTarget
+    outcome: Outcome
+    error: ErrorInfo | None
+    timing: Timing | None
+    usage: Usage
+
+
+def attempt_end(
+    request_id: str, metadata: Mapping[str, str], record: AttemptRecord, usage: Usage
+) -> AttemptEnd:
+    """What every attempt-ended event says about its attempt: the request's id and
+    metadata, the record's target, outcome, error and timing, and `usage`.
+
+    Args:
+        request_id: The request's id.
+        metadata: The caller's metadata.
+        record: The attempt's record, as it joins the trail.
+        usage: What the attempt reported (priced, when it succeeded and pricing is known).
+    """
+    return {
+        "request_id": request_id,
+        "metadata": metadata,
+        "target": record.target,
+        "outcome": record.outcome,
+        "error": record.error,
+        "timing": record.timing,
+        "usage": usage,
+    }
+
+
+class Answer(Protocol):
+    """A request's result (`Generation`, `Embeddings`, `Reranking`), as its last event
+    (`RequestEnded`, `OperationEnded`) reports it."""
+
+    @property
+    def target(self) -> ResolvedTarget: ...
+
+    @property
+    def usage(self) -> Usage: ...
+
+    @property
+    def timing(self) -> Timing: ...
+
+
+class Answered(TypedDict):
+    """The fields a successful request's last event takes from its result (`answered`)."""
+
+    ok: bool
+    target: ResolvedTarget
+    usage: Usage
+    cost_usd: Decimal | None
+    timing: Timing
+
+
+def answered(result: Answer) -> Answered:
+    """What the last event of a request that produced `result` says about it: `ok`, the
+    target that answered, the usage, its cost (`usage.cost_usd`) and the timing."""
+    usage = result.usage
+    return {
+        "ok": True,
+        "target": result.target,
+        "usage": usage,
+        "cost_usd": usage.cost_usd,
+        "timing": result.timing,
+    }
 
 
 @runtime_checkable

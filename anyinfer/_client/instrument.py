@@ -95,34 +95,19 @@ class Instrument(Emitter):
 
     def attempt_ended(self, record: AttemptRecord, usage: Usage) -> None:
         """`AttemptEnded`: one attempt finished (`usage` includes what a failure flushed)."""
-        from .._telemetry import AttemptEnded
+        from .._telemetry import AttemptEnded, attempt_end
 
-        self._emit(
-            AttemptEnded(
-                request_id=self._request_id,
-                metadata=self._metadata,
-                target=record.target,
-                outcome=record.outcome,
-                error=record.error,
-                timing=record.timing,
-                usage=usage,
-            )
-        )
+        self._emit(AttemptEnded(**attempt_end(self._request_id, self._metadata, record, usage)))
 
     def request_ended(self, result: Generation) -> None:
         """`RequestEnded` for a request that produced `result`."""
-        from .._telemetry import RequestEnded
+        from .._telemetry import RequestEnded, answered
 
-        usage = result.usage
         self._emit(
             RequestEnded(
                 request_id=self._request_id,
                 metadata=self._metadata,
-                ok=True,
-                target=result.target,
-                usage=usage,
-                cost_usd=usage.cost_usd,
-                timing=result.timing,
+                **answered(result),
                 finish_reason=result.finish_reason,
                 text=result.text,
                 tool_calls=result.tool_calls,

@@ -19,15 +19,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from .._observers import Emitter, report_nothing
-from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
+from .._types import AttemptRecord, ResolvedTarget, Usage
 
 if TYPE_CHECKING:
     from .._client.targets import Targets
     from .._errors import AnyInferError
     from .._observers import Telemetry
-    from .._telemetry import OperationEnded, UnaryOperation
+    from .._telemetry import Answer, OperationEnded, UnaryOperation
 
-__all__ = ["SILENT", "Billed", "Outcome", "UnaryInstrument", "unary_instrument"]
+__all__ = ["SILENT", "Billed", "UnaryInstrument", "unary_instrument"]
 
 
 class Billed(Protocol):
@@ -35,19 +35,6 @@ class Billed(Protocol):
 
     @property
     def usage(self) -> Usage: ...
-
-
-class Outcome(Protocol):
-    """A call's result (`Embeddings`, `Reranking`), as `OperationEnded` reports it."""
-
-    @property
-    def target(self) -> ResolvedTarget: ...
-
-    @property
-    def usage(self) -> Usage: ...
-
-    @property
-    def timing(self) -> Timing: ...
 
 
 class UnaryInstrument(Emitter):
@@ -128,7 +115,7 @@ class UnaryInstrument(Emitter):
             batch: The batch's 0-based index.
             input_count: Inputs (or documents) in the batch.
         """
-        from .._telemetry import BatchAttemptEnded
+        from .._telemetry import BatchAttemptEnded, attempt_end
         from ._route import request_cost
 
         number = 0
@@ -143,17 +130,11 @@ class UnaryInstrument(Emitter):
                 usage = reply.usage if cost is None else reply.usage.with_cost(cost)
             self._emit(
                 BatchAttemptEnded(
-                    request_id=self._request_id,
-                    metadata=self._metadata,
-                    target=record.target,
+                    **attempt_end(self._request_id, self._metadata, record, usage),
                     operation=self._operation,
                     batch=batch,
                     attempt=number,
                     input_count=input_count,
-                    outcome=record.outcome,
-                    error=record.error,
-                    timing=record.timing,
-                    usage=usage,
                     cost_usd=cost,
                     search_units=units,
                 )
@@ -163,22 +144,19 @@ class UnaryInstrument(Emitter):
 
     def ended(
         self,
-        result: Outcome,
+        result: Answer,
         *,
         dimensions: int | None = None,
         result_count: int | None = None,
         search_units: int | None = None,
     ) -> None:
         """`OperationEnded` for a call that produced `result`."""
-        usage = result.usage
+        from .._telemetry import answered
+
         self._emit(
             replace(
                 self._closing,
-                ok=True,
-                target=result.target,
-                usage=usage,
-                cost_usd=usage.cost_usd,
-                timing=result.timing,
+                **answered(result),
                 dimensions=dimensions,
                 result_count=result_count,
                 search_units=search_units,
