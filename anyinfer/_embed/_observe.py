@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from .._observers import Emitter, report_nothing
 from .._types import AttemptRecord, ResolvedTarget, Usage
@@ -26,15 +26,9 @@ if TYPE_CHECKING:
     from .._errors import AnyInferError
     from .._observers import Telemetry
     from .._telemetry import Answer, OperationEnded, UnaryOperation
+    from ._route import Reply
 
-__all__ = ["SILENT", "Billed", "UnaryInstrument", "unary_instrument"]
-
-
-class Billed(Protocol):
-    """A reply that reports usage (an `EmbedReply`, a `RerankReply`)."""
-
-    @property
-    def usage(self) -> Usage: ...
+__all__ = ["SILENT", "UnaryInstrument", "unary_instrument"]
 
 
 class UnaryInstrument(Emitter):
@@ -103,7 +97,7 @@ class UnaryInstrument(Emitter):
 
     def reporter(
         self, targets: Targets, *, batch: int, input_count: int
-    ) -> Callable[[AttemptRecord, Billed | None], None] | None:
+    ) -> Callable[[AttemptRecord, Reply | None], None] | None:
         """What a runner hands `walk` as `on_record` for one batch: each record becomes a
         `BatchAttemptEnded`, numbered within the batch, carrying the successful
         attempt's search units, cost (`_route.request_cost`) and usage, priced with
@@ -120,13 +114,13 @@ class UnaryInstrument(Emitter):
 
         number = 0
 
-        def report(record: AttemptRecord, reply: Billed | None) -> None:
+        def report(record: AttemptRecord, reply: Reply | None) -> None:
             nonlocal number
             number += 1
             usage, cost, units = Usage(), None, None
             if reply is not None:
                 units = getattr(reply, "search_units", None)
-                cost = request_cost(targets, record.target, reply.usage, units)
+                cost = request_cost(targets, record.target, reply)
                 usage = reply.usage if cost is None else reply.usage.with_cost(cost)
             self._emit(
                 BatchAttemptEnded(

@@ -369,29 +369,25 @@ async def all_or_nothing(
     return [task.result() for task in tasks]
 
 
-def request_cost(
-    targets: Targets, target: ResolvedTarget, usage: Usage, search_units: int | None = None
-) -> Decimal | None:
-    """One request's cost at the target that served it (`PricingTable.unary_cost`: its
-    input tokens, or its search units for a model billed by them), or `None` when its
-    usage or the model's price is unknown."""
+def request_cost(targets: Targets, target: ResolvedTarget, reply: Reply) -> Decimal | None:
+    """One request's cost at the target that served it (`PricingTable.unary_cost`: the
+    reply's input tokens, or the search units it bills, a rerank reply's
+    `search_units`, for a model billed by them), or `None` when its usage or the
+    model's price is unknown. Both the call's total (`priced`) and each attempt's
+    telemetry (`_observe`) price a reply here."""
     from .._adapters.profile import UsageConvention
 
     return targets.pricing.unary_cost(
-        usage,
+        reply.usage,
         target.provider_id,
         target.model,
-        search_units=search_units,
+        search_units=getattr(reply, "search_units", None),
         convention=targets.profile(target.provider_id).usage or UsageConvention(),
     )
 
 
 def priced(
-    targets: Targets,
-    usage: Usage,
-    served: Sequence[ResolvedTarget],
-    usages: Sequence[Usage],
-    search_units: Sequence[int | None] | None = None,
+    targets: Targets, usage: Usage, served: Sequence[ResolvedTarget], replies: Sequence[Reply]
 ) -> Usage:
     """`usage` with `cost_usd`: each request priced at the target that served it
     (`request_cost`); unchanged when any request's cost is unknown.
@@ -400,16 +396,13 @@ def priced(
         targets: The client's targets (pricing and adapter profiles).
         usage: The call's summed usage.
         served: The target that served each request, in request order.
-        usages: Each request's usage, in the same order.
-        search_units: Each request's billed search units, where the provider reports
-            them (rerank).
+        replies: Each request's reply, in the same order.
     """
     from decimal import Decimal
 
-    units = search_units if search_units is not None else [None] * len(usages)
     total = Decimal(0)
-    for target, one, unit in zip(served, usages, units, strict=True):
-        cost = request_cost(targets, target, one, unit)
+    for target, reply in zip(served, replies, strict=True):
+        cost = request_cost(targets, target, reply)
         if cost is None:
             return usage
         total += cost
@@ -537,13 +530,11 @@ class UnaryRunner:
         )
         replies = tuple(reply for reply, _ in results)
         served = tuple(target for _, target in results)
-        usages = [reply.usage for reply in replies]
-        units = [getattr(reply, "search_units", None) for reply in replies]
         warnings, phases = notes(replies)
         return Served(
             replies=replies,
             batch_targets=served,
-            usage=priced(targets, summed(usages), served, usages, units),
+            usage=priced(targets, summed([reply.usage for reply in replies]), served, replies),
             timing=Timing(started, total_ms=ms_since(started), phases=phases),
             attempts=tuple(trail),
             warnings=warnings,
