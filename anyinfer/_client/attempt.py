@@ -27,11 +27,10 @@ what comes next, and which becomes `AllTargetsFailedError.attempts` when nothing
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from .._adapters.profile import UsageConvention
 from .._errors import (
     AllTargetsFailedError,
     AnyInferError,
@@ -102,17 +101,26 @@ class Trail:
 
     def exhausted(self, targets: int) -> AllTargetsFailedError:
         """The error for a route whose targets all failed or were skipped."""
-        tried = [a for a in self.attempts if a.error is not None]
-        last = tried[-1].error if tried else None
-        if last is not None:
-            detail = f": last error {last.type_name}: {last.detail}"
-        elif self.attempts:
-            detail = ": every target was skipped as unhealthy"
-        else:
-            detail = ""
-        return AllTargetsFailedError(
-            f"all {targets} target(s) failed{detail}", attempts=self.attempts
-        )
+        return exhausted(self.attempts, targets)
+
+
+def exhausted(
+    attempts: Sequence[AttemptRecord], targets: int, what: str | None = None
+) -> AllTargetsFailedError:
+    """The error for a route on which no target answered: every one failed or was
+    skipped (generation's, and `what`'s, an embedding or rerank call's, prefixed)."""
+    tried = [a for a in attempts if a.error is not None]
+    last = tried[-1].error if tried else None
+    if last is not None:
+        detail = f": last error {last.type_name}: {last.detail}"
+    elif attempts:
+        detail = ": every target was skipped as unhealthy"
+    else:
+        detail = ""
+    prefix = "" if what is None else f"{what}: "
+    return AllTargetsFailedError(
+        f"{prefix}all {targets} target(s) failed{detail}", attempts=tuple(attempts)
+    )
 
 
 class Structured(NamedTuple):
@@ -297,7 +305,7 @@ class AttemptRunner:
             usage,
             target.provider_id,
             target.model,
-            convention=self.targets.profile(target.provider_id).usage or UsageConvention(),
+            convention=self.targets.convention(target.provider_id),
         )
         return usage if cost is None else usage.with_cost(cost)
 

@@ -24,7 +24,7 @@ from .instance import instance_config
 
 if TYPE_CHECKING:
     from .._adapters.base import Adapter
-    from .._adapters.profile import AdapterProfile
+    from .._adapters.profile import AdapterProfile, UsageConvention
     from .._adapters.registry import ProviderRegistry
     from .._knowledge.capabilities import CapabilityStore, ModelCapabilities, Provenance
     from .._knowledge.catalog import Catalog
@@ -141,6 +141,13 @@ class Targets:
     def profile(self, provider_id: str) -> AdapterProfile:
         """The profile the adapter class registered for an engine id declares."""
         return self.registry.adapter_class(provider_id).profile
+
+    def convention(self, provider_id: str) -> UsageConvention:
+        """How the adapter class registered for an engine id counts usage, for pricing:
+        its profile's, else the OpenAI way (`UsageConvention()`)."""
+        from .._adapters.profile import UsageConvention
+
+        return self.profile(provider_id).usage or UsageConvention()
 
     def settings_for(self, instance: str) -> ProviderSettings:
         """The settings of a configured instance, or a registered provider's defaults.

@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from .._client.attempt import exhausted
 from .._client.route import options_for
 from .._errors import AllTargetsFailedError, AnyInferError, ConfigError, ProviderTimeoutError
 from .._types import AttemptRecord, ResolvedTarget, Timing, Usage
@@ -282,21 +283,6 @@ def sealed(exc: BaseException | None, trail: list[AttemptRecord]) -> BaseExcepti
     return exc
 
 
-def exhausted(trail: list[AttemptRecord], targets: int, what: str) -> AllTargetsFailedError:
-    """The error for a route on which no target answered."""
-    tried = [a for a in trail if a.error is not None]
-    last = tried[-1].error if tried else None
-    if last is not None:
-        detail = f": last error {last.type_name}: {last.detail}"
-    elif trail:
-        detail = ": every target was skipped as unhealthy"
-    else:
-        detail = ""
-    return AllTargetsFailedError(
-        f"{what}: all {targets} target(s) failed{detail}", attempts=tuple(trail)
-    )
-
-
 def ms_since(start: float) -> float:
     """Milliseconds since `start` (a `time.monotonic()` reading)."""
     return (time.monotonic() - start) * 1000.0
@@ -375,14 +361,12 @@ def request_cost(targets: Targets, target: ResolvedTarget, reply: Reply) -> Deci
     `search_units`, for a model billed by them), or `None` when its usage or the
     model's price is unknown. Both the call's total (`priced`) and each attempt's
     telemetry (`_observe`) price a reply here."""
-    from .._adapters.profile import UsageConvention
-
     return targets.pricing.unary_cost(
         reply.usage,
         target.provider_id,
         target.model,
         search_units=getattr(reply, "search_units", None),
-        convention=targets.profile(target.provider_id).usage or UsageConvention(),
+        convention=targets.convention(target.provider_id),
     )
 
 

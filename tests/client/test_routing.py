@@ -371,3 +371,22 @@ def test_a_streamed_route_reads_each_attempt_directly_and_keeps_its_errors() -> 
             assert [x.outcome for x in streamed.value.attempts] == ["failed"]
 
     asyncio.run(main())
+
+
+# --- the exhausted route's error: one rule for generation, embeddings and reranking ------
+
+
+def test_an_exhausted_route_says_what_it_last_saw() -> None:
+    from anyinfer._client.attempt import exhausted
+
+    target = ai.ResolvedTarget("openai", "m", "openai")
+    info = ai.ErrorInfo("ProviderError", "openai", "send", True, 503, "busy")
+    failed = ai.AttemptRecord(target, "failed", info)
+    skipped = ai.AttemptRecord(target, "skipped_unhealthy")
+    assert str(exhausted([], 0)) == "all 0 target(s) failed"
+    assert str(exhausted([skipped], 1)) == (
+        "all 1 target(s) failed: every target was skipped as unhealthy"
+    )
+    error = exhausted([failed, skipped], 2, "embed")
+    assert str(error) == "embed: all 2 target(s) failed: last error ProviderError: busy"
+    assert error.attempts == (failed, skipped)
