@@ -821,36 +821,8 @@ class HTTPAdapter(Adapter):
         )
         try:
             response = await self._dispatch(req)
-        except httpx.PoolTimeout:
-            raise PoolExhaustedError(
-                f"{self.instance_id}: the connection pool is exhausted: all "
-                f"{self.max_connections} connections stayed busy until the timeout (raise the "
-                "provider option max_connections, or send fewer requests at once)",
-                max_connections=self.max_connections,
-                provider=self.instance_id,
-                phase=phase,
-            ) from None
-        except httpx.TimeoutException as exc:
-            kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "first_byte"
-            raise ProviderTimeoutError(
-                f"{self.instance_id}: {kind} timeout",
-                timeout_kind=kind,
-                provider=self.instance_id,
-                phase=phase,
-            ) from None
-        except httpx.ConnectError as exc:
-            raise ProviderError(
-                f"{self.instance_id}: cannot connect to {self.base_url}: {exc}",
-                provider=self.instance_id,
-                phase=phase,
-                retryable=True,
-            ) from None
         except httpx.TransportError as exc:
-            raise StreamError(
-                f"{self.instance_id}: connection failed before the response: {exc!r}",
-                provider=self.instance_id,
-                phase=phase,
-            ) from None
+            raise self._transport_error(exc, phase) from None
         if response.status_code >= 400:
             try:
                 body = await self._read_limited(response, _ERROR_BODY_LIMIT)
@@ -972,13 +944,6 @@ class HTTPAdapter(Adapter):
 
     def _read_failure(self, exc: Exception, response: httpx.Response) -> AnyInferError | None:
         """The typed error for a failure reading the body, or `None` if `exc` is not one."""
-        if isinstance(exc, httpx.TimeoutException):
-            return ProviderTimeoutError(
-                f"{self.instance_id}: the stream went idle past the read timeout",
-                timeout_kind="idle",
-                provider=self.instance_id,
-                phase="stream",
-            )
         if isinstance(exc, httpx.DecodingError | zlib.error):
             return ProtocolError(
                 f"{self.instance_id}: the body does not decode as its Content-Encoding "
@@ -986,11 +951,57 @@ class HTTPAdapter(Adapter):
                 provider=self.instance_id,
             )
         if isinstance(exc, httpx.TransportError):
-            return StreamError(
-                f"{self.instance_id}: connection lost mid-response: {exc}",
-                provider=self.instance_id,
-            )
+            return self._transport_error(exc, "stream", mid_response=True)
         return None
+
+    def _transport_error(
+        self, exc: httpx.TransportError, phase: str, *, mid_response: bool = False
+    ) -> AnyInferError:
+        """The typed error for httpx's transport failure `exc`: the one mapping of
+        `send` (before the response, `mid_response` false) and of reading the body.
+
+        Before the response, no free pooled connection in time is a `PoolExhaustedError`
+        (not retryable), a connect or first-byte timeout a `ProviderTimeoutError` of that
+        kind, a refused or failed connection a retryable `ProviderError`. While reading
+        the body any timeout is the `idle` kind. Any other failure is a `StreamError`.
+
+        Args:
+            exc: What httpx raised.
+            phase: Lifecycle phase for the error (`stream` mid-response).
+            mid_response: Whether the response had begun (its body was being read).
+        """
+        pid = self.instance_id
+        if isinstance(exc, httpx.PoolTimeout) and not mid_response:
+            size = self.max_connections
+            return PoolExhaustedError(
+                f"{pid}: the connection pool is exhausted: all {size} connections stayed busy "
+                "until the timeout (raise the provider option max_connections, or send fewer "
+                "requests at once)",
+                max_connections=size,
+                provider=pid,
+                phase=phase,
+            )
+        if isinstance(exc, httpx.TimeoutException):
+            if mid_response:
+                kind, what = "idle", "the stream went idle past the read timeout"
+            else:
+                kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "first_byte"
+                what = f"{kind} timeout"
+            return ProviderTimeoutError(
+                f"{pid}: {what}", timeout_kind=kind, provider=pid, phase=phase
+            )
+        if isinstance(exc, httpx.ConnectError) and not mid_response:
+            return ProviderError(
+                f"{pid}: cannot connect to {self.base_url}: {exc}",
+                provider=pid,
+                phase=phase,
+                retryable=True,
+            )
+        if mid_response:
+            what = f"connection lost mid-response: {exc}"
+        else:
+            what = f"connection failed before the response: {exc!r}"
+        return StreamError(f"{pid}: {what}", provider=pid, phase=phase)
 
     async def drain(self, frames: AsyncIterator[Any], seconds: float = 0.05) -> None:
         """Read what follows the protocol's end marker, for a moment, before closing.
