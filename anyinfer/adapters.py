@@ -30,7 +30,7 @@ from ._adapters.base import (
     parse_retry_after,
 )
 from ._adapters.errormap import ErrorFields, ErrorKind, error_fields, message_and_code
-from ._adapters.framing import DEFAULT_MAX_FRAME_BYTES, decode_json
+from ._adapters.framing import DEFAULT_MAX_FRAME_BYTES, EventFramer, decode_json
 from ._adapters.profile import AdapterProfile, InputSupport, UsageConvention
 from ._adapters.shielded import finish_uncancelled
 from ._embed._types import EmbedReply, EmbedRequest
@@ -70,6 +70,7 @@ __all__ = [
     "EndPart",
     "ErrorFields",
     "ErrorKind",
+    "EventFramer",
     "FinishPart",
     "Framing",
     "GeminiAdapter",

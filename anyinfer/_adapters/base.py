@@ -68,6 +68,7 @@ from .assembler import PartAssembler
 from .errormap import CODE_KINDS, ErrorKind, classify, message_and_code
 from .framing import (
     DEFAULT_MAX_FRAME_BYTES,
+    EventFramer,
     JSONArrayFramer,
     NDJSONFramer,
     SSEEvent,
@@ -1118,7 +1119,7 @@ class HTTPAdapter(Adapter):
         self,
         response: httpx.Response,
         request: GenerationRequest | None,
-        framer: SSEFramer | NDJSONFramer | JSONArrayFramer,
+        framer: EventFramer | NDJSONFramer | JSONArrayFramer,
     ) -> AsyncIterator[Any]:
         """Feed the body to `framer` and yield its frames, then what its end releases."""
         feed = framer.feed
@@ -1134,6 +1135,21 @@ class HTTPAdapter(Adapter):
             for frame in framer.close():
                 yield frame
 
+    def event_framer(self, response: httpx.Response, *, bare_json: bool = False) -> EventFramer:
+        """The framer of a body streamed as events (framing `"sse"` or `"sse+json"`),
+        asked once per response by `iter_sse` and by `stream_parts`' own read.
+
+        Server-sent events (`framing.SSEFramer`) by default. Override for a protocol
+        whose events come in another framing (Bedrock's AWS event stream): its framer
+        returns the same `SSEEvent`s, and the template reads it inline as it reads SSE.
+
+        Args:
+            response: The open response (its headers may decide the framing).
+            bare_json: Also read JSON objects sent bare between events (Gemini's
+                mid-stream errors).
+        """
+        return SSEFramer(self.instance_id, self.max_frame_bytes, bare_json=bare_json)
+
     async def iter_sse(
         self,
         response: httpx.Response,
@@ -1141,7 +1157,7 @@ class HTTPAdapter(Adapter):
         *,
         bare_json: bool = False,
     ) -> AsyncIterator[SSEEvent]:
-        """Frame the body as server-sent events (`framing.SSEFramer`).
+        """Frame the body as server-sent events (`event_framer`: `framing.SSEFramer`).
 
         Framing works on bytes (a multi-byte UTF-8 character split across network reads
         is reassembled before decoding), accepts `\\n`, `\\r\\n` and `\\r` line ends,
@@ -1154,7 +1170,7 @@ class HTTPAdapter(Adapter):
             bare_json: Also read JSON objects sent bare between events (Gemini's
                 mid-stream errors).
         """
-        framer = SSEFramer(self.instance_id, self.max_frame_bytes, bare_json=bare_json)
+        framer = self.event_framer(response, bare_json=bare_json)
         async for event in self.iter_frames(response, request, framer):
             yield event
 
@@ -1311,7 +1327,7 @@ class HTTPAdapter(Adapter):
                 return
             kind = framing if isinstance(framing, str) else framing(response)
             cls = type(self)
-            framer: SSEFramer | NDJSONFramer | JSONArrayFramer | None = None
+            framer: EventFramer | NDJSONFramer | JSONArrayFramer | None = None
             array: JSONArrayFramer | None = None
             parsed = False
             reads: AsyncIterator[Any]
@@ -1326,7 +1342,7 @@ class HTTPAdapter(Adapter):
             elif kind == "json-array":
                 framer = array = JSONArrayFramer(pid, self.max_frame_bytes)
             elif cls.iter_sse is HTTPAdapter.iter_sse:
-                framer = SSEFramer(pid, self.max_frame_bytes, bare_json=kind == "sse+json")
+                framer = self.event_framer(response, bare_json=kind == "sse+json")
             if framer is not None:
                 # Inline: the body's bytes, checked and framed here, one read at a time.
                 reads = body_reads(response)

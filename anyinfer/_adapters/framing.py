@@ -26,12 +26,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .._errors import ProtocolError, ResponseTooLargeError
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
+    "EventFramer",
     "JSONArrayFramer",
     "LineFramer",
     "NDJSONFramer",
@@ -191,6 +192,19 @@ class SSEEvent:
 
     event: str | None
     data: bytes
+
+
+class EventFramer(Protocol):
+    """What frames a stream of events into `SSEEvent`s: `SSEFramer` for server-sent
+    events, or a protocol's own (Bedrock's AWS event stream), chosen per response by
+    `HTTPAdapter.event_framer`."""
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Consume `chunk` (the body's next bytes); return the events it completed."""
+
+    def close(self) -> list[SSEEvent]:
+        """The end of the body: the events it completes (it may also raise, for a body
+        that turns out to be no event stream at all)."""
 
 
 class SSEFramer:

@@ -132,7 +132,7 @@ import httpx
 
 from .._adapters.base import HTTPAdapter, PartAssembler, SSEEvent, parse_retry_after
 from .._adapters.errormap import ErrorKind, brief_json
-from .._adapters.framing import loads_or_none
+from .._adapters.framing import EventFramer, loads_or_none
 from .._adapters.profile import AdapterProfile, InputSupport, UsageConvention
 from .._client.instance import resolve_base_url
 from .._errors import ConfigError, ProtocolError, ProviderError, ResponseTooLargeError
@@ -357,6 +357,11 @@ class EventStreamFramer:
             self._pos = 0
         return out
 
+    def close(self) -> list[SSEEvent]:
+        """The end of the body: nothing. A message it cut off is dropped, so the stream
+        ends without its sentinel."""
+        return []
+
     def _too_large(self, what: str) -> ResponseTooLargeError:
         return ResponseTooLargeError(
             f"{self._provider}: one event-stream message of the response is larger than "
@@ -381,6 +386,45 @@ class EventStreamFramer:
             body = json.dumps({"message": text if isinstance(text, str) else ""})
             return SSEEvent(f"error:{code if isinstance(code, str) else ''}", body.encode())
         raise self._bad(f"unknown :message-type {kind!r}")
+
+
+class _JSONAnswerFramer:
+    """The framer of a 200 answered in JSON to a stream request (a gateway reporting an
+    error its own way): it gathers the body and, at its end, raises the error the body
+    reports, as an error frame inside a stream is read (`error_from_parts`).
+
+    Args:
+        adapter: The adapter, for its error reading.
+        content_type: The answer's content type, for the message.
+    """
+
+    __slots__ = ("_adapter", "_chunks", "_content_type")
+
+    def __init__(self, adapter: HTTPAdapter, content_type: str) -> None:
+        self._adapter = adapter
+        self._content_type = content_type
+        self._chunks: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Keep `chunk`; no events."""
+        self._chunks.append(chunk)
+        return []
+
+    def close(self) -> list[SSEEvent]:
+        """Raise the error the whole body reports.
+
+        Raises:
+            ProviderError: The typed error its message and code stand for.
+        """
+        adapter = self._adapter
+        message, code = adapter.error_message(b"".join(self._chunks))
+        raise adapter.error_from_parts(
+            None,
+            f"a stream request was answered with {self._content_type}, not an event stream: "
+            f"{message}",
+            code,
+            phase="stream",
+        )
 
 
 # --- SigV4 -------------------------------------------------------------------------------
@@ -802,41 +846,22 @@ class BedrockAdapter(HTTPAdapter):
             request, send, decode, whole=self.parts_from_response, assembler=state.calls
         )
 
-    async def iter_sse(
-        self,
-        response: httpx.Response,
-        request: GenerationRequest | None = None,
-        *,
-        bare_json: bool = False,
-    ) -> AsyncIterator[SSEEvent]:
+    def event_framer(self, response: httpx.Response, *, bare_json: bool = False) -> EventFramer:
         """Frame the body as AWS event-stream messages (not server-sent events).
 
-        Bedrock streams `application/vnd.amazon.eventstream`; `stream_parts` reads the
-        frames through this override, one message per batch, each as an `SSEEvent`
-        named by its type (see `EventStreamFramer`). A message cut off by the end of the
-        body is dropped: the stream then ends without its sentinel. A 200 answer in JSON
-        instead (a gateway reporting an error its own way) is read as an error body.
+        Bedrock streams `application/vnd.amazon.eventstream`; each message comes out as
+        an `SSEEvent` named by its type (see `EventStreamFramer`). A message cut off by
+        the end of the body is dropped: the stream then ends without its sentinel. A 200
+        answer in JSON instead is read as an error body (`_JSONAnswerFramer`).
 
         Args:
             response: The open response.
-            request: The generation request, for its byte limit.
             bare_json: Unused (SSE only).
         """
         content_type = response.headers.get("content-type", "").lower()
         if "json" in content_type:
-            chunks = [chunk async for chunk in self.iter_bytes(response, request)]
-            message, code = self.error_message(b"".join(chunks))
-            raise self.error_from_parts(
-                None,
-                f"a stream request was answered with {content_type}, not an event stream: "
-                f"{message}",
-                code,
-                phase="stream",
-            )
-        framer = EventStreamFramer(self.instance_id, self.max_frame_bytes)
-        async for chunk in self.iter_bytes(response, request):
-            for event in framer.feed(chunk):
-                yield event
+            return _JSONAnswerFramer(self, content_type)
+        return EventStreamFramer(self.instance_id, self.max_frame_bytes)
 
     def parts_from_event(
         self, name: str | None, payload: Any, state: StreamState

@@ -30,6 +30,8 @@ from helpers import NO_RETRY
 import anyinfer as ai
 import anyinfer.fakeservers as fs
 from anyinfer._providers.bedrock import BedrockAdapter, EventStreamFramer
+from anyinfer._request import GenerationRequest
+from anyinfer._stream.parts import END, FinishPart, TextPart
 from anyinfer.fakeservers import Fault, Reasoning, Script, ScriptUsage, Text, ToolFragment
 from anyinfer.fakeservers.dialects.bedrock_converse import BedrockConverseDialect, encode_message
 
@@ -424,6 +426,37 @@ def test_one_byte_reads_through_the_client() -> None:
     assert result.usage.total_tokens == 12
     assert result.finish_reason == "stop"
     assert result.timing.phases == {"provider_latency_ms": 321.0}
+
+
+def test_the_template_reads_the_event_stream_inline_one_batch_per_read() -> None:
+    # `event_framer` gives the template Bedrock's framer: the messages one network read
+    # completes are decoded together, as SSE reads are, not one message per batch.
+    frames = text_stream("a", "b")
+    adapter = BedrockAdapter(bearer(serving([b"".join(frames[:3]), b"".join(frames[3:])])))
+    request = GenerationRequest(model=MODEL, messages=(ai.Message.user("hi"),))
+
+    async def go() -> list[list[Any]]:
+        try:
+            return [list(batch) async for batch in adapter.generate(request).source]
+        finally:
+            await adapter.aclose()
+
+    first, second = asyncio.run(go())
+    assert first == [TextPart("a"), TextPart("b")]
+    assert second[0] == FinishPart("stop") and second[-1] == END
+
+
+def test_a_message_cut_off_by_the_end_of_the_body_is_dropped() -> None:
+    frames = text_stream("Hi")
+    framer = EventStreamFramer("bedrock", 1 << 20)
+    assert framer.feed(frames[0][:-3]) == [] and framer.close() == []
+    # Cut inside the contentBlockStop: the stream ends without a finish reason, which is
+    # the incomplete stream's own error (not a ProtocolError about the half message).
+    cut = frames[2][: len(frames[2]) // 2]
+    events, result, error = run_stream(bearer(serving([*frames[:2], cut])))
+    assert result is None and type(error) is ai.StreamError
+    assert "ended before a finish reason" in str(error)
+    assert [e.text for e in events if isinstance(e, ai.TextDelta)] == ["Hi"]
 
 
 @pytest.mark.parametrize("where", ["payload", "prelude", "message-crc"])

@@ -21,16 +21,18 @@ import pytest
 import anyinfer as ai
 from anyinfer._adapters.framing import (
     DEFAULT_MAX_FRAME_BYTES,
+    EventFramer,
     JSONArrayFramer,
     LineFramer,
     NDJSONFramer,
+    SSEEvent,
     SSEFramer,
     decode_json,
 )
 from anyinfer._errors import MESSAGE_MAX_CHARS
 from anyinfer._providers.openai_chat import OpenAIChatAdapter
 from anyinfer._request import GenerationRequest
-from anyinfer._stream.parts import END, Part, TextPart, WarningPart
+from anyinfer._stream.parts import END, Batches, Part, TextPart, WarningPart
 
 NO_RETRY = ai.RetryPolicy(max_retries=0)
 MB = 1_000_000
@@ -386,3 +388,84 @@ def test_the_documented_template_example_streams_and_keeps_the_connection() -> N
 
     parts = asyncio.run(go())
     assert parts == [WarningPart("sent without sampling"), TextPart("Hel"), TextPart("lo"), END]
+
+
+# --- an adapter's own event framer -----------------------------------------------------
+
+
+class _RecordFramer:
+    """Events as JSON records ended by an ASCII record separator; the last record may
+    go unterminated (returned at the end of the body)."""
+
+    def __init__(self) -> None:
+        self.rest = b""
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        *records, self.rest = (self.rest + chunk).split(b"\x1e")
+        return [SSEEvent("record", record) for record in records]
+
+    def close(self) -> list[SSEEvent]:
+        return [SSEEvent("record", self.rest)] if self.rest else []
+
+
+def _no_body(request: GenerationRequest) -> tuple[dict[str, Any], list[str]]:
+    return {}, []
+
+
+class _RecordAdapter(OpenAIChatAdapter):
+    """A protocol whose events are not server-sent events (`event_framer`)."""
+
+    provider_id = "record-example"
+
+    def event_framer(self, response: httpx.Response, *, bare_json: bool = False) -> EventFramer:
+        return _RecordFramer()
+
+    def generate(self, request: GenerationRequest) -> Batches[Part]:
+        def decode(frame: Any, event: str | None) -> Iterator[Part]:
+            assert event == "record"
+            yield TextPart(frame["t"])
+
+        return self.stream_parts(request, self.body_sender(request, "/x", _no_body), decode)
+
+
+_RECORDS = (b'{"t": "a"}\x1e{"t": "b"}\x1e{"t": ', b'"c"}\x1e', b'{"t": "d"}')
+"""Four records in three reads: the first read completes two, the second one, and the
+end of the body the last."""
+
+
+class _Reads(httpx.AsyncByteStream):
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for read in _RECORDS:
+            yield read
+
+
+def _record_adapter() -> _RecordAdapter:
+    transport = httpx.MockTransport(lambda _request: httpx.Response(200, stream=_Reads()))
+    return _RecordAdapter(ai.ProviderSettings("record-example", transport=transport))
+
+
+def test_an_adapters_own_event_framer_is_read_inline_one_batch_per_read() -> None:
+    adapter = _record_adapter()
+    request = GenerationRequest(model="m", messages=(ai.Message.user("hi"),), stream=True)
+
+    async def go() -> list[list[Part]]:
+        try:
+            return [list(batch) async for batch in adapter.generate(request).source]
+        finally:
+            await adapter.aclose()
+
+    a, b, c, d = (TextPart(text) for text in "abcd")
+    assert asyncio.run(go()) == [[a, b], [c], [d]]
+
+
+def test_iter_sse_frames_with_the_adapters_event_framer_too() -> None:
+    adapter = _record_adapter()
+
+    async def go() -> list[SSEEvent]:
+        try:
+            response = await adapter.send("POST", "/x", json_body={})
+            return [event async for event in adapter.iter_sse(response)]
+        finally:
+            await adapter.aclose()
+
+    assert asyncio.run(go()) == [SSEEvent("record", f'{{"t": "{t}"}}'.encode()) for t in "abcd"]
