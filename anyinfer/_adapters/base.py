@@ -60,6 +60,7 @@ from .._stream.parts import (
     RawPart,
     ReasoningPart,
     TextPart,
+    ToolCallPart,
     UsagePart,
     WarningPart,
 )
@@ -1454,6 +1455,41 @@ class HTTPAdapter(Adapter):
         """
         reason = opt_str(value, self.instance_id, where)
         return (FinishPart(self.finish_reasons.get(reason, reason)),) if reason else ()
+
+    # --- tool calls ------------------------------------------------------------------
+
+    def tool_call_part(
+        self,
+        slot: int,
+        call: Mapping[str, Any],
+        where: str,
+        arguments: Any = None,
+        *,
+        id_key: str = "id",
+    ) -> ToolCallPart:
+        """The `ToolCallPart` of a tool-use block whose arguments come as a JSON value,
+        not as text (Anthropic's `tool_use`, Bedrock's `toolUse`): the block's id and
+        `name` read as optional strings (an empty one is none), the arguments as their
+        JSON text (`""` when absent: a block whose arguments follow in fragments).
+
+        Args:
+            slot: The call's slot (`PartAssembler.slot`, or the count of calls so far).
+            call: The block holding the id and name.
+            where: The block's place in the payload, for the errors (`content[]` names
+                `content[].id` and `content[].name`).
+            arguments: The arguments as the payload holds them.
+            id_key: The id's field name (Bedrock's `toolUseId`).
+
+        Raises:
+            ProtocolError: If the id or the name is neither a string nor absent.
+        """
+        pid = self.instance_id
+        return ToolCallPart(
+            slot,
+            opt_str(call.get(id_key), pid, f"{where}.{id_key}") or None,
+            opt_str(call.get("name"), pid, f"{where}.name") or None,
+            json.dumps(arguments) if arguments is not None else "",
+        )
 
     # --- errors --------------------------------------------------------------------
 

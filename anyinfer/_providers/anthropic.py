@@ -461,12 +461,7 @@ class AnthropicAdapter(HTTPAdapter):
                 # Deltas normally carry the arguments; a server that sends them whole
                 # here and no deltas still gets them counted (see flush_whole_input).
                 state.whole_input[slot] = json.dumps(whole)
-            yield ToolCallPart(
-                slot,
-                opt_str(block.get("id"), pid, "content_block.id") or None,
-                opt_str(block.get("name"), pid, "content_block.name") or None,
-                "",
-            )
+            yield self.tool_call_part(slot, block, "content_block")
 
     def _delta_parts(self, event: dict[str, Any], state: _StreamState) -> tuple[Part, ...]:
         pid = self.instance_id
@@ -508,12 +503,7 @@ class AnthropicAdapter(HTTPAdapter):
                 yield from _text_part(block, kind, pid, "content[]")
             elif kind == "tool_use":
                 arguments = opt_dict(block.get("input"), pid, "content[].input")
-                yield ToolCallPart(
-                    slot,
-                    opt_str(block.get("id"), pid, "content[].id") or None,
-                    opt_str(block.get("name"), pid, "content[].name") or None,
-                    json.dumps(arguments) if arguments is not None else "",
-                )
+                yield self.tool_call_part(slot, block, "content[]", arguments)
                 slot += 1
         usage = opt_dict(message.get("usage"), pid, "message.usage")
         if usage:

@@ -145,7 +145,6 @@ from .._stream.parts import (
     PhasesPart,
     ReasoningPart,
     TextPart,
-    ToolCallPart,
     UsagePart,
 )
 from .._types import Generation, Usage
@@ -880,12 +879,8 @@ class BedrockAdapter(HTTPAdapter):
             if use is not None and not _client_side(use, pid):
                 state.server_blocks.add(index)
             elif use is not None:
-                yield from state.calls.call(
-                    index,
-                    opt_str(use.get("toolUseId"), pid, "toolUse.toolUseId") or None,
-                    opt_str(use.get("name"), pid, "toolUse.name") or None,
-                    "",
-                )
+                slot = state.calls.slot(index)
+                yield self.tool_call_part(slot, use, "toolUse", id_key="toolUseId")
         elif name == "messageStop":
             yield from self.finish_parts(event.get("stopReason"), "messageStop.stopReason")
         elif name == "metadata":
@@ -964,12 +959,7 @@ class BedrockAdapter(HTTPAdapter):
                 if not _client_side(use, pid):
                     continue
                 arguments = use.get("input")
-                yield ToolCallPart(
-                    slot,
-                    opt_str(use.get("toolUseId"), pid, "toolUse.toolUseId") or None,
-                    opt_str(use.get("name"), pid, "toolUse.name") or None,
-                    json.dumps(arguments) if arguments is not None else "",
-                )
+                yield self.tool_call_part(slot, use, "toolUse", arguments, id_key="toolUseId")
                 slot += 1
         yield from self._metadata_parts(body)
         yield from self.finish_parts(body.get("stopReason"), "stopReason")
