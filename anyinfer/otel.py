@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,25 +205,27 @@ class OpenTelemetryObserver:
         )
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            RequestStarted: self._start,
+            AttemptStarted: self._attempt_started,
+            FirstToken: self._first_token,
+            AttemptEnded: self._attempt_failed,
+            RequestEnded: self._end,
+            OperationStarted: self._unary_start,
+            BatchAttemptEnded: self._batch_attempt_failed,
+            OperationEnded: self._unary_end,
+        }
+        """The handler of each event type this observer reports (`on_event`); any other
+        event (`UsageReported`) reports nothing."""
 
     def on_event(self, event: TelemetryEvent) -> None:
         """Translate one telemetry event into spans and measurements."""
-        if isinstance(event, RequestStarted):
-            self._start(event)
-        elif isinstance(event, AttemptStarted):
-            self._attempt_started(event)
-        elif isinstance(event, FirstToken):
-            self._first_token(event)
-        elif isinstance(event, AttemptEnded):
-            self._attempt_failed(event)
-        elif isinstance(event, RequestEnded):
-            self._end(event)
-        elif isinstance(event, OperationStarted):
-            self._unary_start(event)
-        elif isinstance(event, BatchAttemptEnded):
-            self._attempt_failed(event, {"anyinfer.batch": event.batch})
-        elif isinstance(event, OperationEnded):
-            self._unary_end(event)
+        handlers = self._handlers
+        for cls in type(event).__mro__:  # its own class first, then a subclass's bases
+            handler = handlers.get(cls)
+            if handler is not None:
+                handler(event)
+                return
 
     # --- shared by generation, embed() and rerank() ---------------------------------
 
@@ -270,6 +273,10 @@ class OpenTelemetryObserver:
             if event.error.http_status is not None:
                 attributes["http.response.status_code"] = event.error.http_status
         flight.span.add_event("anyinfer.attempt_failed", attributes)
+
+    def _batch_attempt_failed(self, event: BatchAttemptEnded) -> None:
+        """`_attempt_failed` for one batch's attempt, naming the batch."""
+        self._attempt_failed(event, {"anyinfer.batch": event.batch})
 
     @staticmethod
     def _set_answer(flight: _Flight, event: RequestEnded | OperationEnded) -> None:

@@ -326,6 +326,31 @@ def test_otel_observer_marks_failures(otel: tuple[object, object, object]) -> No
     observer.on_event(RequestEnded(request_id="never-started", ok=True))  # type: ignore[attr-defined]
 
 
+def _span_of(observer: Any, exporter: Any, events: list[TelemetryEvent]) -> tuple[Any, ...]:
+    exporter.clear()
+    for event in events:
+        observer.on_event(event)
+    (span,) = exporter.get_finished_spans()
+    return span.name, dict(span.attributes), [(e.name, dict(e.attributes)) for e in span.events]
+
+
+def test_otel_observer_reports_a_subclass_of_an_event_as_the_event(
+    otel: tuple[object, object, object],
+) -> None:
+    observer, exporter, _reader = otel
+    events = scenario()
+    subclassed = [
+        type(f"My{type(e).__name__}", (type(e),), {})(
+            **{f.name: getattr(e, f.name) for f in fields(e)}  # type: ignore[arg-type]
+        )
+        for e in events
+    ]
+    assert all(type(a) is not type(b) for a, b in zip(events, subclassed, strict=True))
+    expected = _span_of(observer, exporter, events)
+    assert expected[2]  # the failed attempt's span event is there to compare
+    assert _span_of(observer, exporter, subclassed) == expected
+
+
 def test_otel_observer_works_with_apis_before_bucket_advice() -> None:
     pytest.importorskip("opentelemetry")
     from anyinfer.otel import OpenTelemetryObserver
