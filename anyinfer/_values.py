@@ -178,29 +178,28 @@ def _init(cls: type) -> None:
     setattr(cls, "__init__", init)  # noqa: B010 - mypy refuses the plain assignment
 
 
-def _frozen_owner(obj: object) -> type | None:
-    """The value class whose frozen `__setattr__` `obj` has, when `obj` is an instance of
-    it exactly (every attribute refused), else `None` (a subclass's instance: only the
-    fields are refused)."""
-    cls = type(obj)
-    return cls if vars(cls).get("__setattr__") is _frozen_setattr else None
+def _refuses(obj: object, name: str) -> bool:
+    """Whether the frozen value class refuses setting or deleting `name` on `obj`: any
+    name on its own instance, a field on a subclass's (as the frozen dataclass)."""
+    cls: Any = type(obj)
+    return vars(cls).get("__setattr__") is _frozen_setattr or name in cls.__dataclass_fields__
 
 
 def _frozen_setattr(self: Any, name: str, value: Any) -> None:
-    if _frozen_owner(self) is not None or name in type(self).__dataclass_fields__:
+    if _refuses(self, name):
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
-    _next_after_value_class(self).__setattr__(self, name, value)
+    _after_value_class(self).__setattr__(self, name, value)
 
 
 def _frozen_delattr(self: Any, name: str) -> None:
-    if _frozen_owner(self) is not None or name in type(self).__dataclass_fields__:
+    if _refuses(self, name):
         raise FrozenInstanceError(f"cannot delete field {name!r}")
-    _next_after_value_class(self).__delattr__(self, name)
+    _after_value_class(self).__delattr__(self, name)
 
 
-def _next_after_value_class(obj: object) -> Any:
-    """What a subclass's non-field attribute is set through: the class after the value
-    class in its MRO (as the dataclass's `super(cls, self)`)."""
+def _after_value_class(obj: object) -> Any:
+    """What a subclass's own attribute is set through: the class after the value class
+    in its MRO (as the frozen dataclass's `super(cls, self)`)."""
     mro = type(obj).__mro__
     for i, klass in enumerate(mro):
         if vars(klass).get("__setattr__") is _frozen_setattr:

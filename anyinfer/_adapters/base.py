@@ -1483,12 +1483,24 @@ class HTTPAdapter(Adapter):
         Raises:
             ProtocolError: If the id or the name is neither a string nor absent.
         """
-        pid = self.instance_id
+        call_id, name = self.tool_call_header(call, where, id_key=id_key)
         return ToolCallPart(
-            slot,
+            slot, call_id, name, json.dumps(arguments) if arguments is not None else ""
+        )
+
+    def tool_call_header(
+        self, call: Mapping[str, Any], where: str, *, id_key: str = "id"
+    ) -> tuple[str | None, str | None]:
+        """A tool-use block's id and `name` (`tool_call_part`'s reading), for a stream
+        that opens the call through its `PartAssembler` (`PartAssembler.call`).
+
+        Raises:
+            ProtocolError: If the id or the name is neither a string nor absent.
+        """
+        pid = self.instance_id
+        return (
             opt_str(call.get(id_key), pid, f"{where}.{id_key}") or None,
             opt_str(call.get("name"), pid, f"{where}.name") or None,
-            json.dumps(arguments) if arguments is not None else "",
         )
 
     # --- errors --------------------------------------------------------------------

@@ -879,8 +879,8 @@ class BedrockAdapter(HTTPAdapter):
             if use is not None and not _client_side(use, pid):
                 state.server_blocks.add(index)
             elif use is not None:
-                slot = state.calls.slot(index)
-                yield self.tool_call_part(slot, use, "toolUse", id_key="toolUseId")
+                call_id, tool = self.tool_call_header(use, "toolUse", id_key="toolUseId")
+                yield from state.calls.call(index, call_id, tool, "")
         elif name == "messageStop":
             yield from self.finish_parts(event.get("stopReason"), "messageStop.stopReason")
         elif name == "metadata":
