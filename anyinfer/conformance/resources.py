@@ -10,6 +10,9 @@ frames and a decompression bomb. Afterwards:
 - no pool slot is held: as many streams as the pool has connections start at once;
 - sequential requests reuse one connection (the body is drained after the sentinel);
 - file descriptors, threads and asyncio tasks are back where they started (psutil);
+- memory is steady: after a warm-up, two more phases of the same requests (plain,
+  failing and abandoned ones) leave no objects behind per request (CPython's count of
+  allocated blocks, `sys.getallocatedblocks`);
 - the bomb (a few KB that decode to 1 GiB) failed typed, with memory bounded near
   `max_response_bytes`.
 
@@ -22,9 +25,11 @@ import abc
 import asyncio
 import contextlib
 import gc
+import itertools
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +48,8 @@ __all__ = [
     "BOMB_RSS_SLACK_BYTES",
     "POOL_SIZE",
     "ROUNDS",
+    "STEADY_BLOCKS_PER_REQUEST",
+    "STEADY_ROUNDS",
     "check_resources",
 ]
 
@@ -63,6 +70,20 @@ BOMB_LIMIT_BYTES = 4 * 1024 * 1024
 """`max_response_bytes` of the bomb request."""
 BOMB_RSS_SLACK_BYTES = 96 * 1024 * 1024
 """How far resident memory may grow while the bomb is read (it decodes to 1 GiB)."""
+STEADY_ROUNDS = 25
+"""Rounds of each steady-memory phase, each round `STEADY_REQUESTS` requests."""
+STEADY_WARMUP = 2
+"""Steady phases run before the two measured ones: caches fill in the first ones (a
+process's first adapter leaves about 0.7 blocks a request in its first phase, 0.3 in its
+second, under 0.15 after that)."""
+STEADY_REQUESTS = 5
+"""Requests in one steady round: a generate, one that loses its connection, a stream
+that fails with a 500, a stream left early and dropped, and a whole stream."""
+STEADY_BLOCKS_PER_REQUEST = 0.5
+"""How many allocated blocks a steady request may leave behind, in the better of the two
+measured phases. A client that keeps anything of each request (an exception, a record, a
+buffer's holder) leaves one or more; a clean one leaves none, give or take a cache
+filling up (under 0.15 on the built-in adapters after the warm-up)."""
 
 _CONTENT = (ai.TextDelta, ai.ReasoningDelta, ai.ToolCallDelta)
 _PROMPT = "Resource check: answer as scripted."
@@ -304,6 +325,39 @@ class _Run(abc.ABC):
                 script,
             )
 
+    def steady_blocks(self) -> int:
+        """Allocated blocks now, after a collection, without the server's request log
+        (which keeps every request: the check's own record, not the client's)."""
+        gc.collect()
+        self.server.requests.clear()
+        return sys.getallocatedblocks()
+
+    def steady_scripts(self) -> tuple[Script, Script, Script]:
+        """The round's scripts: the base, a disconnect after content, a 500."""
+        base = _base_script()
+        return (
+            base,
+            replace(base, fault=Fault("disconnect", at=3, partial_bytes=2)),
+            replace(base, fault=Fault("status", status=500, message="boom")),
+        )
+
+    def steady_verdict(self, marks: list[int]) -> None:
+        """Judge the blocks counted after each steady phase (the warm-up's first)."""
+        marks = marks[STEADY_WARMUP - 1 :]
+        if not marks[0]:
+            return  # an interpreter that does not count its blocks
+        requests = STEADY_ROUNDS * STEADY_REQUESTS
+        left = min(b - a for a, b in itertools.pairwise(marks)) / requests
+        if left > STEADY_BLOCKS_PER_REQUEST:
+            self.report.add(
+                f"memory is not steady: each of {requests} more requests (plain, failing, "
+                f"and left early and dropped) left {left:.1f} allocated blocks behind, in "
+                f"each of two phases after a warm-up (allowed: {STEADY_BLOCKS_PER_REQUEST}); "
+                "something keeps every request's objects (an exception, a record, a cache "
+                "without a bound)",
+                self.served.script,
+            )
+
     def start_verdict(self, when: str, script: Script, exc: Exception | None, took: float) -> None:
         """Judge `POOL_SIZE` concurrent stream starts: all must start, and at once."""
         if exc is not None:
@@ -356,6 +410,7 @@ class _SyncRun(_Run):
             while (problems := self.leftovers(baseline, tasks)) and time.monotonic() < deadline:
                 time.sleep(0.05)
             self.after(problems, opened)
+            self.steady()
             self.kept.clear()
 
     def stream(self, script: Script, timeout: float = 0.0, **kw: Any) -> ai.SyncStream:
@@ -399,6 +454,41 @@ class _SyncRun(_Run):
                 del stream
         except BaseException as exc:
             self.typed(name, script, exc)
+
+    def steady(self) -> None:
+        """The steady-memory phases (`STEADY_ROUNDS` rounds each)."""
+        base, cut, failing = self.steady_scripts()
+        marks = []
+        for _phase in range(STEADY_WARMUP + 2):
+            for _ in range(STEADY_ROUNDS):
+                self.serve(base)
+                self.quietly(lambda: self.client.generate(_PROMPT, route=self.route))
+                self.serve(cut)
+                self.quietly(lambda: self.client.generate(_PROMPT, route=self.route))
+                self.serve(failing)
+                self.quietly(lambda: self.stream(failing).collect())
+                self.serve(base)
+                self.quietly(lambda: self.left_early(self.stream(base)))
+                self.serve(base)
+                self.quietly(lambda: self.stream(base).collect())
+            marks.append(self.steady_blocks())
+        self.steady_verdict(marks)
+
+    def quietly(self, call: Callable[[], object]) -> None:
+        """Make a steady request: a typed failure is what some of them are for."""
+        try:
+            call()
+        except ai.AnyInferError:
+            pass
+        except BaseException as exc:
+            self.typed("a steady request", self.served.script, exc)
+
+    @staticmethod
+    def left_early(stream: ai.SyncStream) -> None:
+        """Break out at the first content and drop the stream (no `with`)."""
+        for event in stream:
+            if isinstance(event, _CONTENT):
+                break
 
     def close_from_another_thread(self, base: Script) -> None:
         script = self.serve(base, staged=True)
@@ -503,6 +593,7 @@ class _AsyncRun(_Run):
             while (problems := self.leftovers(baseline, tasks)) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             self.after(problems, opened)
+            await self.steady()
             self.kept.clear()
 
     def stream(self, script: Script, timeout: float = 0.0, **kw: Any) -> ai.AsyncStream:
@@ -549,6 +640,44 @@ class _AsyncRun(_Run):
                     await asyncio.sleep(0)  # the async generator finalizer runs here
         except BaseException as exc:
             self.typed(name, script, exc)
+
+    async def steady(self) -> None:
+        """The steady-memory phases (`STEADY_ROUNDS` rounds each)."""
+        base, cut, failing = self.steady_scripts()
+        client, route = self.client, self.route
+        marks = []
+        for _phase in range(STEADY_WARMUP + 2):
+            for _ in range(STEADY_ROUNDS):
+                self.serve(base)
+                await self.quietly(client.generate(_PROMPT, route=route))
+                self.serve(cut)
+                await self.quietly(client.generate(_PROMPT, route=route))
+                self.serve(failing)
+                await self.quietly(self.stream(failing).collect())
+                self.serve(base)
+                await self.quietly(self.left_early(self.stream(base)))
+                self.serve(base)
+                await self.quietly(self.stream(base).collect())
+            for _ in range(5):
+                await asyncio.sleep(0)  # the dropped streams' finalizers run here
+            marks.append(self.steady_blocks())
+        self.steady_verdict(marks)
+
+    async def quietly(self, call: Awaitable[object]) -> None:
+        """Make a steady request: a typed failure is what some of them are for."""
+        try:
+            await call
+        except ai.AnyInferError:
+            pass
+        except BaseException as exc:
+            self.typed("a steady request", self.served.script, exc)
+
+    @staticmethod
+    async def left_early(stream: ai.AsyncStream) -> None:
+        """Break out at the first content and drop the stream (no `async with`)."""
+        async for event in stream:
+            if isinstance(event, _CONTENT):
+                break
 
     async def cancel_task(self, base: Script, *, while_closing: bool) -> None:
         script = self.serve(base, staged=True)

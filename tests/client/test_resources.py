@@ -556,3 +556,53 @@ def test_the_resources_check_catches_an_adapter_that_holds_its_connections() -> 
         Harness(registry, entry).verify_resources(sync=False)
     assert RESOURCES in info.value.guarantees
     assert "pool slot" in str(info.value)
+
+
+class HoardingAdapter(OpenAIChatAdapter):
+    """Keeps every request body it sends (a history without a bound): it holds no
+    connection, so only the steady-memory phases can see it."""
+
+    provider_id = "hoarding"
+    history: list[Any] = []  # noqa: RUF012 - the bug under test
+
+    def build_body(self, request: GenerationRequest) -> dict[str, Any]:
+        body = super().build_body(request)
+        self.history.append({"model": request.model, "sent": time.monotonic()})
+        return body
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_the_resources_check_catches_a_client_that_keeps_each_request(sync: bool) -> None:
+    registry = ConformanceRegistry()
+    entry = registry.add("hoarding", HoardingAdapter, dialect="openai-chat")
+    HoardingAdapter.history.clear()
+    try:
+        with pytest.raises(ConformanceFailure) as info:
+            Harness(registry, entry).verify_resources(sync=sync)
+    finally:
+        HoardingAdapter.history.clear()
+    assert RESOURCES in info.value.guarantees
+    message = str(info.value)
+    assert "memory is not steady" in message
+    assert "pool slot" not in message and "connections, not one" not in message
+
+
+def test_the_steady_phases_are_judged_on_the_better_measured_phase() -> None:
+    from anyinfer.conformance import resources
+
+    per_phase = resources.STEADY_ROUNDS * resources.STEADY_REQUESTS
+    clean = [1000, 1000 + per_phase, 1000 + per_phase + 5, 1000 + per_phase + 9]
+    leaky = [1000, 1000 + per_phase, 1000 + 2 * per_phase, 1000 + 3 * per_phase]
+    once = [1000, 1000, 1000 + 10 * per_phase, 1000 + 10 * per_phase + 3]
+
+    def verdict(marks: list[int]) -> list[Any]:
+        report = resources._Report()
+        run = object.__new__(resources._SyncRun)
+        run.report, run.served = report, resources._Served(harness(_REGISTRY.get("openai")))
+        run.steady_verdict(marks)
+        return report.found
+
+    assert verdict(clean) == []  # the warm-up's own growth does not count
+    assert verdict(once) == []  # one jump (a cache filling once) is not a leak
+    assert [v.guarantee for v in verdict(leaky)] == [RESOURCES]
+    assert verdict([0, 0, 0, 0]) == []  # an interpreter that does not count blocks
