@@ -29,7 +29,7 @@ import itertools
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +49,9 @@ __all__ = [
     "POOL_SIZE",
     "ROUNDS",
     "STEADY_BLOCKS_PER_REQUEST",
+    "STEADY_REQUESTS",
     "STEADY_ROUNDS",
+    "STEADY_WARMUP",
     "check_resources",
 ]
 
@@ -76,9 +78,18 @@ STEADY_WARMUP = 2
 """Steady phases run before the two measured ones: caches fill in the first ones (a
 process's first adapter leaves about 0.7 blocks a request in its first phase, 0.3 in its
 second, under 0.15 after that)."""
-STEADY_REQUESTS = 5
-"""Requests in one steady round: a generate, one that loses its connection, a stream
-that fails with a 500, a stream left early and dropped, and a whole stream."""
+_STEADY_ROUND: tuple[tuple[str, str], ...] = (
+    ("generate", "plain"),
+    ("generate", "cut"),
+    ("stream", "failing"),
+    ("stream left early and dropped", "plain"),
+    ("stream", "plain"),
+)
+"""One steady round, `(request, script)` each: a generate, one whose connection is cut,
+a stream that fails with a 500, a stream left early and dropped, and a whole stream
+(scripts: `_steady_scripts`)."""
+STEADY_REQUESTS = len(_STEADY_ROUND)
+"""Requests in one steady round."""
 STEADY_BLOCKS_PER_REQUEST = 0.5
 """How many allocated blocks a steady request may leave behind, in the better of the two
 measured phases. A client that keeps anything of each request (an exception, a record, a
@@ -332,14 +343,27 @@ class _Run(abc.ABC):
         self.server.requests.clear()
         return sys.getallocatedblocks()
 
-    def steady_scripts(self) -> tuple[Script, Script, Script]:
-        """The round's scripts: the base, a disconnect after content, a 500."""
+    @staticmethod
+    def steady_round() -> list[tuple[str, Script]]:
+        """One steady round's requests (`_STEADY_ROUND`), each with the script it is
+        served."""
         base = _base_script()
-        return (
-            base,
-            replace(base, fault=Fault("disconnect", at=3, partial_bytes=2)),
-            replace(base, fault=Fault("status", status=500, message="boom")),
-        )
+        scripts = {
+            "plain": base,
+            "cut": replace(base, fault=Fault("disconnect", at=3, partial_bytes=2)),
+            "failing": replace(base, fault=Fault("status", status=500, message="boom")),
+        }
+        return [(kind, scripts[script]) for kind, script in _STEADY_ROUND]
+
+    def steady_outcome(self, kind: str, script: Script, exc: BaseException | None) -> None:
+        """Judge one steady request: a typed failure is what a faulted script is for; a
+        held pool slot ends the check, as everywhere (`typed`)."""
+        if exc is None:
+            return
+        name = f"a steady {kind}"
+        self.typed(name, script, exc)
+        if script.fault is None and isinstance(exc, ai.AnyInferError):
+            self.report.add(f"{name} failed: {type(exc).__name__}: {exc}", script)
 
     def steady_verdict(self, marks: list[int]) -> None:
         """Judge the blocks counted after each steady phase (the warm-up's first)."""
@@ -457,38 +481,29 @@ class _SyncRun(_Run):
 
     def steady(self) -> None:
         """The steady-memory phases (`STEADY_ROUNDS` rounds each)."""
-        base, cut, failing = self.steady_scripts()
+        requests = self.steady_round()
         marks = []
         for _phase in range(STEADY_WARMUP + 2):
             for _ in range(STEADY_ROUNDS):
-                self.serve(base)
-                self.quietly(lambda: self.client.generate(_PROMPT, route=self.route))
-                self.serve(cut)
-                self.quietly(lambda: self.client.generate(_PROMPT, route=self.route))
-                self.serve(failing)
-                self.quietly(lambda: self.stream(failing).collect())
-                self.serve(base)
-                self.quietly(lambda: self.left_early(self.stream(base)))
-                self.serve(base)
-                self.quietly(lambda: self.stream(base).collect())
+                for kind, script in requests:
+                    self.serve(script)
+                    try:
+                        self.steady_request(kind, script)
+                    except BaseException as exc:
+                        self.steady_outcome(kind, script, exc)
             marks.append(self.steady_blocks())
         self.steady_verdict(marks)
 
-    def quietly(self, call: Callable[[], object]) -> None:
-        """Make a steady request: a typed failure is what some of them are for."""
-        try:
-            call()
-        except ai.AnyInferError:
-            pass
-        except BaseException as exc:
-            self.typed("a steady request", self.served.script, exc)
-
-    @staticmethod
-    def left_early(stream: ai.SyncStream) -> None:
-        """Break out at the first content and drop the stream (no `with`)."""
-        for event in stream:
-            if isinstance(event, _CONTENT):
-                break
+    def steady_request(self, kind: str, script: Script) -> None:
+        """Make one of `_STEADY_ROUND`'s requests."""
+        if kind == "generate":
+            self.client.generate(_PROMPT, route=self.route, timeout_s=REQUEST_TIMEOUT_S)
+        elif kind == "stream":
+            self.stream(script).collect()
+        else:  # left early: break out at the first content, drop the stream (no `with`)
+            for event in self.stream(script):
+                if isinstance(event, _CONTENT):
+                    break
 
     def close_from_another_thread(self, base: Script) -> None:
         script = self.serve(base, staged=True)
@@ -643,41 +658,31 @@ class _AsyncRun(_Run):
 
     async def steady(self) -> None:
         """The steady-memory phases (`STEADY_ROUNDS` rounds each)."""
-        base, cut, failing = self.steady_scripts()
-        client, route = self.client, self.route
+        requests = self.steady_round()
         marks = []
         for _phase in range(STEADY_WARMUP + 2):
             for _ in range(STEADY_ROUNDS):
-                self.serve(base)
-                await self.quietly(client.generate(_PROMPT, route=route))
-                self.serve(cut)
-                await self.quietly(client.generate(_PROMPT, route=route))
-                self.serve(failing)
-                await self.quietly(self.stream(failing).collect())
-                self.serve(base)
-                await self.quietly(self.left_early(self.stream(base)))
-                self.serve(base)
-                await self.quietly(self.stream(base).collect())
+                for kind, script in requests:
+                    self.serve(script)
+                    try:
+                        await self.steady_request(kind, script)
+                    except BaseException as exc:
+                        self.steady_outcome(kind, script, exc)
             for _ in range(5):
                 await asyncio.sleep(0)  # the dropped streams' finalizers run here
             marks.append(self.steady_blocks())
         self.steady_verdict(marks)
 
-    async def quietly(self, call: Awaitable[object]) -> None:
-        """Make a steady request: a typed failure is what some of them are for."""
-        try:
-            await call
-        except ai.AnyInferError:
-            pass
-        except BaseException as exc:
-            self.typed("a steady request", self.served.script, exc)
-
-    @staticmethod
-    async def left_early(stream: ai.AsyncStream) -> None:
-        """Break out at the first content and drop the stream (no `async with`)."""
-        async for event in stream:
-            if isinstance(event, _CONTENT):
-                break
+    async def steady_request(self, kind: str, script: Script) -> None:
+        """Make one of `_STEADY_ROUND`'s requests."""
+        if kind == "generate":
+            await self.client.generate(_PROMPT, route=self.route, timeout_s=REQUEST_TIMEOUT_S)
+        elif kind == "stream":
+            await self.stream(script).collect()
+        else:  # left early: break out at the first content, drop the stream (no `async with`)
+            async for event in self.stream(script):
+                if isinstance(event, _CONTENT):
+                    break
 
     async def cancel_task(self, base: Script, *, while_closing: bool) -> None:
         script = self.serve(base, staged=True)

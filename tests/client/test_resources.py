@@ -606,3 +606,21 @@ def test_the_steady_phases_are_judged_on_the_better_measured_phase() -> None:
     assert verdict(once) == []  # one jump (a cache filling once) is not a leak
     assert [v.guarantee for v in verdict(leaky)] == [RESOURCES]
     assert verdict([0, 0, 0, 0]) == []  # an interpreter that does not count blocks
+
+
+def test_a_steady_request_may_fail_only_as_its_script_says() -> None:
+    from anyinfer.conformance import resources
+
+    run = object.__new__(resources._SyncRun)
+    run.report, run.served = (
+        resources._Report(),
+        resources._Served(harness(_REGISTRY.get("openai"))),
+    )
+    run.requests = 0
+    plain, cut = (script for _, script in run.steady_round()[:2])
+    run.steady_outcome("generate", cut, ai.StreamError("cut", provider="openai"))
+    assert run.report.found == []  # what the cut script is for
+    run.steady_outcome("generate", plain, ai.StreamError("cut", provider="openai"))
+    assert [v.message for v in run.report.found] == ["a steady generate failed: StreamError: cut"]
+    with pytest.raises(resources._Abort):  # a held pool slot ends the check
+        run.steady_outcome("stream", cut, ai.PoolExhaustedError("full", provider="openai"))
