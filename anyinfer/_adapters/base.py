@@ -33,7 +33,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn, Protocol
 
 import httpx
 
@@ -151,6 +151,14 @@ _OPERATION_WORDS: Mapping[Operation, str] = {
 }
 
 
+class Bounded(Protocol):
+    """A request whose `timeout_s` bounds its I/O: a `GenerationRequest`, `EmbedRequest`
+    or `RerankRequest` (`HTTPAdapter.timeout_for`)."""
+
+    @property
+    def timeout_s(self) -> float | None: ...
+
+
 @value_class
 class DiscoveredModel:
     """A model a provider reports through its discovery endpoint.
@@ -224,6 +232,10 @@ class Adapter:
     fallback_api_key_env: ClassVar[str | None] = None
     """A second variable read for the key when `api_key_env` is unset too (Gemini's
     `GOOGLE_API_KEY`); part of the instance's key variables (`instance_config`)."""
+    bounds_calls: ClassVar[bool] = False
+    """Whether the adapter applies an `embed`/`rerank` request's `timeout_s` to its own
+    I/O, as `HTTPAdapter.send` does. When it does not, the core bounds the whole call
+    (a `ProviderTimeoutError` with `timeout_kind="total"` once `timeout_s` has passed)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -694,7 +706,13 @@ class HTTPAdapter(Adapter):
 
     Provides sending with typed error mapping, byte-limited streaming reads,
     server-sent-event and NDJSON framing, and a default error-body reader.
+
+    `send` applies a call's `timeout_s` to connecting, the wait for a pooled connection,
+    the first byte and every gap between reads, for every kind of call
+    (`bounds_calls`): pass the request to it.
     """
+
+    bounds_calls: ClassVar[bool] = True
 
     def __init__(self, settings: ProviderSettings) -> None:
         super().__init__(settings)
@@ -753,8 +771,9 @@ class HTTPAdapter(Adapter):
 
     # --- sending -------------------------------------------------------------------
 
-    def timeout_for(self, request: GenerationRequest | None) -> httpx.Timeout | None:
-        """The httpx timeout for a call, when it overrides the provider default."""
+    def timeout_for(self, request: Bounded | None) -> httpx.Timeout | None:
+        """The httpx timeout for a call (a generation, embedding or rerank request),
+        when it overrides the provider default."""
         if request is None or request.timeout_s is None:
             return None
         t = request.timeout_s
@@ -785,7 +804,7 @@ class HTTPAdapter(Adapter):
         json_body: Any = None,
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-        request: GenerationRequest | None = None,
+        request: Bounded | None = None,
         phase: str = "generate",
     ) -> httpx.Response:
         """Send a request and return the streamed response once its status is OK.
@@ -796,7 +815,7 @@ class HTTPAdapter(Adapter):
             json_body: Body, serialized as JSON.
             params: Query parameters.
             headers: Extra headers for this request.
-            request: The generation request, for its timeout.
+            request: The request (generation, embedding or rerank), for its `timeout_s`.
             phase: Lifecycle phase for errors.
 
         Returns:

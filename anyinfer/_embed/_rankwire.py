@@ -73,7 +73,7 @@ async def ranking_reply(
             `total_tokens_usage`).
     """
     pid = adapter.instance_id
-    payload = as_dict(await _post_json(adapter, path, body), pid, "body")
+    payload = as_dict(await _post_json(adapter, path, body, request=request), pid, "body")
     return RerankReply(
         ranked=ranked_documents(adapter, request, payload.get(where), where),
         usage=total_tokens_usage(payload, pid),

@@ -558,7 +558,11 @@ async def route_one(
         options = options_for(target, provider_options)
         request = replace(base, model=target.model, provider_options=dict(options))
         adapter = targets.adapter(target.provider)
-        reply = await timed(spec.send(adapter, request), request.timeout_s, target, spec.kind)
+        # An adapter that bounds its own I/O (`HTTPAdapter.send`) gets no deadline on top:
+        # one would end a wait for a pooled connection as a provider timeout, before
+        # the pool's own `PoolExhaustedError`, and retry it.
+        deadline = None if adapter.bounds_calls else request.timeout_s
+        reply = await timed(spec.send(adapter, request), deadline, target, spec.kind)
         spec.check(reply, request, target)
         return reply
 

@@ -40,7 +40,7 @@ from ._types import EmbedReply, EmbedRequest
 if TYPE_CHECKING:
     import httpx
 
-    from .._adapters.base import HTTPAdapter
+    from .._adapters.base import Bounded, HTTPAdapter
     from .._providers.gemini import GeminiAdapter
 
 __all__ = [
@@ -147,9 +147,12 @@ async def _post_json(
     path: str,
     body: Mapping[str, Any],
     headers: Mapping[str, str] | None = None,
+    *,
+    request: Bounded,
 ) -> Any:
-    """POST `body` as JSON and read the JSON answer (the response closed after)."""
-    payload, _ = await _post_json_headers(adapter, path, body, headers)
+    """POST `body` as JSON and read the JSON answer (the response closed after), within
+    `request.timeout_s` (`HTTPAdapter.send`)."""
+    payload, _ = await _post_json_headers(adapter, path, body, headers, request=request)
     return payload
 
 
@@ -158,9 +161,11 @@ async def _post_json_headers(
     path: str,
     body: Mapping[str, Any],
     headers: Mapping[str, str] | None = None,
+    *,
+    request: Bounded,
 ) -> tuple[Any, httpx.Headers]:
     """`_post_json`, with the response headers too (for counts a provider sends there)."""
-    response = await adapter.send("POST", path, json_body=body, headers=headers)
+    response = await adapter.send("POST", path, json_body=body, headers=headers, request=request)
     try:
         return await adapter.read_json(response), response.headers
     finally:
@@ -195,7 +200,7 @@ async def openai_embed(
             `None` when `body` carries the input type.
     """
     body = embed_body(request, "input", True) if body is None else body
-    payload = await _post_json(adapter, path, body)
+    payload = await _post_json(adapter, path, body, request=request)
     warnings = () if api is None else _no_input_type(adapter, request, api)
     return openai_shaped_reply(adapter, request, payload, warnings)
 
@@ -256,7 +261,7 @@ async def ollama_embed(adapter: HTTPAdapter, request: EmbedRequest) -> EmbedRepl
     """`POST /api/embed` (Ollama)."""
     pid = adapter.instance_id
     body = embed_body(request, "input", False)
-    payload = as_dict(await _post_json(adapter, "/api/embed", body), pid, "body")
+    payload = as_dict(await _post_json(adapter, "/api/embed", body, request=request), pid, "body")
     _error_in_body(adapter, payload)
     rows = as_list(payload.get("embeddings"), pid, "embeddings")
     sent = len(request.inputs)
@@ -339,7 +344,8 @@ async def gemini_embed(adapter: GeminiAdapter, request: EmbedRequest) -> EmbedRe
     task = gemini_task_type(request.input_type)
     warnings = gemini_task_warnings(pid, request.model, task)
     body = {"requests": [_gemini_entry(request, t, model, task) for t in request.inputs]}
-    payload = as_dict(await _post_json(adapter, f"/{model}:batchEmbedContents", body), pid, "body")
+    path = f"/{model}:batchEmbedContents"
+    payload = as_dict(await _post_json(adapter, path, body, request=request), pid, "body")
     if "error" in payload and payload.get("embeddings") is None:
         raise adapter.error_from_payload(payload["error"], None, None)
     items = as_list(payload.get("embeddings"), pid, "embeddings")

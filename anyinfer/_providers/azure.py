@@ -184,7 +184,7 @@ class AzureFoundryAdapter(OpenAICompatAdapter):
             return await openai_embed(self, request, path)
         body = embed_body(request, "input", True, input_type_key="input_type")
         headers = {"extra-parameters": "pass-through"} if request.provider_options else None
-        payload = await _post_json(self, path, body, headers)
+        payload = await _post_json(self, path, body, headers, request=request)
         return openai_shaped_reply(self, request, payload)
 
     # --- errors --------------------------------------------------------------------

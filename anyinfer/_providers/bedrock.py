@@ -1051,14 +1051,14 @@ class BedrockAdapter(HTTPAdapter):
         )
 
     async def _invoke(
-        self, model: str, body: Mapping[str, Any]
+        self, request: EmbedRequest, body: Mapping[str, Any]
     ) -> tuple[dict[str, Any], httpx.Headers]:
-        """One InvokeModel call: the JSON answer and the response headers."""
+        """One InvokeModel call for `request`: the JSON answer and the response headers."""
         from .._embed._wire import _post_json_headers
 
-        path = f"/model/{quote(model, safe='')}/invoke"
+        path = f"/model/{quote(request.model, safe='')}/invoke"
         accept = {"accept": "application/json"}
-        payload, headers = await _post_json_headers(self, path, body, accept)
+        payload, headers = await _post_json_headers(self, path, body, accept, request=request)
         return as_dict(payload, self.instance_id, "body"), headers
 
     def _header_int(self, headers: httpx.Headers, name: str) -> int | None:
@@ -1091,7 +1091,7 @@ class BedrockAdapter(HTTPAdapter):
             if request.dimensions is not None:
                 body["dimensions"] = request.dimensions
             body.update(request.provider_options)
-            payload, headers = await self._invoke(request.model, body)
+            payload, headers = await self._invoke(request, body)
             vector = decode_vector(payload.get("embedding"), pid, "embedding")
             tokens = opt_int(payload.get("inputTextTokenCount"), pid, "inputTextTokenCount")
             if tokens is None:
@@ -1122,7 +1122,7 @@ class BedrockAdapter(HTTPAdapter):
         if request.dimensions is not None:
             body["output_dimension"] = request.dimensions  # Embed v4; v3 refuses it
         body.update(request.provider_options)
-        payload, headers = await self._invoke(request.model, body)
+        payload, headers = await self._invoke(request, body)
         embeddings = payload.get("embeddings")
         where = "embeddings"
         if isinstance(embeddings, dict):  # embeddings_by_type (v4, or embedding_types)

@@ -258,7 +258,7 @@ class CohereAdapter(HTTPAdapter):
                 f"for one of {', '.join(_EMBED_TYPES)}",
                 provider=pid,
             )
-        payload = as_dict(await _post_json(self, EMBED_PATH, body), pid, "body")
+        payload = as_dict(await _post_json(self, EMBED_PATH, body, request=request), pid, "body")
         embeddings = as_dict(payload.get("embeddings"), pid, "embeddings")
         kind = next((k for k in _EMBED_TYPES if embeddings.get(k) is not None), None)
         if kind is None:
@@ -282,7 +282,8 @@ class CohereAdapter(HTTPAdapter):
         from .._embed._wire import _post_json
 
         pid = self.instance_id
-        payload = as_dict(await _post_json(self, RERANK_PATH, rerank_body(request)), pid, "body")
+        answer = await _post_json(self, RERANK_PATH, rerank_body(request), request=request)
+        payload = as_dict(answer, pid, "body")
         ranked = ranked_documents(self, request, payload.get("results"), "results")
         meta = opt_dict(payload.get("meta"), pid, "meta") or {}
         billed = opt_dict(meta.get("billed_units"), pid, "meta.billed_units") or {}

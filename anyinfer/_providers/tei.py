@@ -96,10 +96,13 @@ class TEIAdapter(HTTPAdapter):
         """TEI's `error_type` (`ERROR_KINDS`), else the OpenAI-family codes."""
         return ERROR_KINDS.get(code or "") or super().error_hint(code, message)
 
-    async def _post(self, path: str, body: Mapping[str, Any]) -> tuple[Any, Usage]:
-        """POST `body` and read the JSON answer and the `x-compute-tokens` header."""
+    async def _post(
+        self, path: str, body: Mapping[str, Any], request: EmbedRequest | RerankRequest
+    ) -> tuple[Any, Usage]:
+        """POST `body` for `request` and read the JSON answer and the `x-compute-tokens`
+        header."""
         pid = self.instance_id
-        payload, headers = await _post_json_headers(self, path, body)
+        payload, headers = await _post_json_headers(self, path, body, request=request)
         header = headers.get("x-compute-tokens")
         tokens = None
         if header is not None:
@@ -120,7 +123,7 @@ class TEIAdapter(HTTPAdapter):
         if request.dimensions is not None:
             body["dimensions"] = request.dimensions
         body.update(request.provider_options)
-        payload, usage = await self._post("/embed", body)
+        payload, usage = await self._post("/embed", body, request)
         rows = as_list(payload, pid, "body")
         if len(rows) != len(request.inputs):
             raise _count(pid, len(rows), len(request.inputs))
@@ -136,7 +139,7 @@ class TEIAdapter(HTTPAdapter):
             "return_text": False,
         }
         body.update(request.provider_options)
-        payload, usage = await self._post("/rerank", body)
+        payload, usage = await self._post("/rerank", body, request)
         ranked = ranked_documents(self, request, payload, "body", score_key="score")
         ranked = tuple(sorted(ranked, key=lambda r: -r.score))
         if request.top_n is not None:

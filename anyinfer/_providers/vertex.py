@@ -654,10 +654,13 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
             warnings=warnings,
         )
 
-    async def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def _post(
+        self, path: str, body: Mapping[str, Any], request: EmbedRequest
+    ) -> dict[str, Any]:
         from .._embed._wire import _post_json
 
-        return as_dict(await _post_json(self, path, body), self.instance_id, "body")
+        payload = await _post_json(self, path, body, request=request)
+        return as_dict(payload, self.instance_id, "body")
 
     async def _predict(
         self, request: EmbedRequest, texts: Sequence[str], task: str | None
@@ -675,6 +678,7 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         payload = await self._post(
             self.resource_path(request.model, "predict"),
             merge_options(body, request.provider_options),
+            request,
         )
         predictions = as_list(payload.get("predictions"), pid, "predictions")
         if len(predictions) != len(texts):
@@ -707,6 +711,7 @@ class VertexGeminiAdapter(_VertexAdapter, GeminiAdapter):
         payload = await self._post(
             self.resource_path(request.model, "embedContent"),
             merge_options(body, request.provider_options),
+            request,
         )
         emb = as_dict(payload.get("embedding"), pid, "embedding")
         vector = decode_vector(emb.get("values"), pid, "embedding.values")

@@ -22,8 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import anyinfer as ai
+from anyinfer._adapters.registry import ProviderRegistry
 from anyinfer._embed._runner import check_vector_space, split_batches
 from anyinfer._embed._wire import decode_vector
+from anyinfer.adapters import Adapter, EmbedReply, EmbedRequest, HTTPAdapter
 from anyinfer.fakeservers import FakeServer, FakeTransport, Fault, Script
 from anyinfer.fakeservers.dialects._embeddings import fake_vector, token_count
 
@@ -454,3 +456,28 @@ def test_a_third_party_adapter_embeds_through_the_documented_seam() -> None:
         assert adapter_class.operations() == ("embed",)
         with pytest.raises(ai.ConfigError, match=r"does not serve generation.*serves embeddings"):
             client.generate("hi", target="acme-embed:m1")
+
+
+class _SlowEmbedder(Adapter):
+    """An adapter that is not HTTP (`bounds_calls` is False) and never answers."""
+
+    provider_id = "slow-embed"
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        await asyncio.sleep(30)
+        raise AssertionError("not reached")
+
+
+def test_a_call_the_adapter_does_not_bound_gets_a_deadline_of_timeout_s() -> None:
+    # An HTTP adapter applies timeout_s to its own I/O (`HTTPAdapter.send`); for any
+    # other the core bounds the whole call.
+    registry = ProviderRegistry()
+    registry.register("slow-embed", _SlowEmbedder)
+    route = ai.Route("slow-embed:m", retry=ai.RetryPolicy(max_retries=0))
+    with ai.Client([ai.ProviderSettings("slow-embed")], registry=registry) as client:
+        with pytest.raises(ai.AllTargetsFailedError) as info:
+            client.embed(["a"], route=route, timeout_s=0.05)
+    last = info.value.attempts[-1].error
+    assert last is not None and last.type_name == "ProviderTimeoutError"
+    assert "took longer than timeout_s=0.05" in last.detail
+    assert not _SlowEmbedder.bounds_calls and HTTPAdapter.bounds_calls
