@@ -554,12 +554,31 @@ def test_recorded_embeddings(anyinfer_harness: Harness, anyinfer_cassette_dir: A
         pytest.skip(f"no bundled embedding cassettes under {folder}")
 
 
+@pytest.mark.anyinfer_conformance(covers=(RESOURCES,))
+def test_resources_embed_async(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
+    """One long-lived `AsyncClient` through more failed, cut, stalled and cancelled
+    `embed()` calls than its pool has connections leaves nothing behind."""
+    _resources_enabled(pytestconfig)
+    _embedding_harness(anyinfer_harness)
+    anyinfer_harness.verify_resources(sync=False, method="embed")
+
+
+@pytest.mark.anyinfer_conformance(covers=(RESOURCES,))
+def test_resources_embed_sync(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
+    """The same through one long-lived `Client`."""
+    _resources_enabled(pytestconfig)
+    _embedding_harness(anyinfer_harness)
+    anyinfer_harness.verify_resources(sync=True, method="embed")
+
+
 _EMBEDDING_TESTS = (
     test_embed_paths,
     test_embed_hostile,
     test_embed_documented,
     test_embed_loopback,
     test_recorded_embeddings,
+    test_resources_embed_async,
+    test_resources_embed_sync,
 )
 """Parametrized over the adapters whose class embeds."""
 
@@ -630,10 +649,29 @@ def test_rerank_loopback(anyinfer_harness: Harness, anyinfer_examples: int) -> N
     )
 
 
+@pytest.mark.anyinfer_conformance(covers=(RESOURCES,))
+def test_resources_rerank_async(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
+    """One long-lived `AsyncClient` through more failed, cut, stalled and cancelled
+    `rerank()` calls than its pool has connections leaves nothing behind."""
+    _resources_enabled(pytestconfig)
+    _rerank_harness(anyinfer_harness)
+    anyinfer_harness.verify_resources(sync=False, method="rerank")
+
+
+@pytest.mark.anyinfer_conformance(covers=(RESOURCES,))
+def test_resources_rerank_sync(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
+    """The same through one long-lived `Client`."""
+    _resources_enabled(pytestconfig)
+    _rerank_harness(anyinfer_harness)
+    anyinfer_harness.verify_resources(sync=True, method="rerank")
+
+
 _RERANK_TESTS = (
     test_rerank_paths,
     test_rerank_hostile,
     test_rerank_documented,
     test_rerank_loopback,
+    test_resources_rerank_async,
+    test_resources_rerank_sync,
 )
 """Parametrized over the adapters whose class reranks."""

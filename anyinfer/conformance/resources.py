@@ -16,6 +16,13 @@ frames and a decompression bomb. Afterwards:
 - the bomb (a few KB that decode to 1 GiB) failed typed, with memory bounded near
   `max_response_bytes`.
 
+An adapter that embeds or reranks gets the same check of `embed()` and `rerank()`
+(`check_resources(..., method="embed")`): more error statuses, cut, stalled and
+malformed answers (and, for embeddings, answers an entry short) than the pool has
+connections, and on `AsyncClient` as many calls cancelled mid-answer; then no held slot,
+one reused connection, fds, threads and tasks at their baseline, and steady memory over
+phases of clean, cut and failing calls.
+
 Run it with `pytest --anyinfer-conformance --anyinfer-resources`.
 """
 
@@ -31,10 +38,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyinfer as ai
-from anyinfer.fakeservers import FakeServer, Fault, Script, ScriptUsage, Text
+from anyinfer.fakeservers import EmbedShape, FakeServer, Fault, Script, ScriptUsage, Text
 
 from .checker import RESOURCES, Violation
 
@@ -52,6 +59,7 @@ __all__ = [
     "STEADY_REQUESTS",
     "STEADY_ROUNDS",
     "STEADY_WARMUP",
+    "ResourceMethod",
     "check_resources",
 ]
 
@@ -75,9 +83,9 @@ BOMB_RSS_SLACK_BYTES = 96 * 1024 * 1024
 STEADY_ROUNDS = 25
 """Rounds of each steady-memory phase, each round `STEADY_REQUESTS` requests."""
 STEADY_WARMUP = 2
-"""Steady phases run before the two measured ones: caches fill in the first ones (a
-process's first adapter leaves about 0.7 blocks a request in its first phase, 0.3 in its
-second, under 0.15 after that)."""
+"""Steady phases run before the two measured ones, for whatever the first requests
+load or cache once (the type attribute cache is cleared before each count, see
+`_Run.steady_blocks`)."""
 _STEADY_ROUND: tuple[tuple[str, str], ...] = (
     ("generate", "plain"),
     ("generate", "cut"),
@@ -94,7 +102,15 @@ STEADY_BLOCKS_PER_REQUEST = 0.5
 """How many allocated blocks a steady request may leave behind, in the better of the two
 measured phases. A client that keeps anything of each request (an exception, a record, a
 buffer's holder) leaves one or more; a clean one leaves none, give or take a cache
-filling up (under 0.15 on the built-in adapters after the warm-up)."""
+filling up (about 0.02 on the built-in adapters)."""
+
+CANCEL_AFTER_S = 0.1
+"""When a cancelled call (`asyncio.timeout` around it) is cancelled, its answer stalled."""
+ResourceMethod = Literal["generate", "embed", "rerank"]
+"""What a resources check calls: streams and generations, `embed()`, or `rerank()`."""
+_RETRIEVAL_STEADY_ROUND = ("plain", "cut", "failing")
+"""One steady round of `embed()` or `rerank()` calls: a clean one, one whose connection
+is cut mid-body, one failing with a 500 (scripts: `_retrieval_scripts`)."""
 
 _CONTENT = (ai.TextDelta, ai.ReasoningDelta, ai.ToolCallDelta)
 _PROMPT = "Resource check: answer as scripted."
@@ -142,7 +158,10 @@ class _Abort(Exception):
 
 
 def _pool_exhausted(exc: BaseException) -> bool:
-    if isinstance(exc, ai.PoolExhaustedError):
+    import httpx
+
+    # httpx's own `PoolTimeout`: an adapter that sends by itself and lets it through.
+    if isinstance(exc, ai.PoolExhaustedError | httpx.PoolTimeout):
         return True
     if isinstance(exc, ai.AllTargetsFailedError) and exc.attempts:
         error = exc.attempts[-1].error
@@ -224,12 +243,17 @@ class _Snapshot:
         return problems
 
 
-def check_resources(harness: Harness, *, sync: bool) -> tuple[list[Violation], Script | None]:
-    """Run the resources check for one path.
+def check_resources(
+    harness: Harness, *, sync: bool, method: ResourceMethod = "generate"
+) -> tuple[list[Violation], Script | None]:
+    """Run the resources check for one path and one kind of call.
 
     Args:
         harness: The harness of the adapter under test.
         sync: Check `Client` (else `AsyncClient`).
+        method: `"generate"`: streams and generations (the scenarios above);
+            `"embed"` or `"rerank"`: that call's faults, cancellations and steady
+            phases (`_RetrievalRun`), for an adapter that serves it.
 
     Returns:
         The violations (empty when the guarantee held) and the script being served when
@@ -241,14 +265,31 @@ def check_resources(harness: Harness, *, sync: bool) -> tuple[list[Violation], S
         settings = harness.settings(base_url=server.base_url)
         options = {**settings.options, "max_connections": POOL_SIZE}
         settings = replace(settings, options=options, timeout_s=REQUEST_TIMEOUT_S)
-        target = f"{harness.entry.name}:{_base_script().model}"
+        target = f"{harness.entry.name}:{_model(harness, method)}"
         # No retries (each script is served once) and no breaker: a fault must not stop
         # later requests from reaching the server.
         route = ai.Route(target, retry=ai.RetryPolicy(max_retries=0), breaker_threshold=0)
-        run = _SyncRun if sync else _AsyncRun
         with contextlib.suppress(_Abort):
-            run(harness, server, served, settings, route, report).go()
+            if method == "generate":
+                run = _SyncRun if sync else _AsyncRun
+                run(harness, server, served, settings, route, report).go()
+            else:
+                calls = _SyncCalls if sync else _AsyncCalls
+                client = calls(settings, harness, method, route)
+                _RetrievalRun(harness, server, served, settings, route, report, client).go()
     return report.found, report.script
+
+
+def _model(harness: Harness, method: ResourceMethod) -> str:
+    """The model a `method` call asks for (the one its fake answers are scripted for)."""
+    if method == "embed":
+        profile = harness.dialect.embedding
+        return profile.model if profile is not None else "fake-embed"
+    if method == "rerank":
+        from .reranking import MODEL
+
+        return MODEL
+    return _base_script().model
 
 
 class _Run(abc.ABC):
@@ -341,6 +382,13 @@ class _Run(abc.ABC):
         (which keeps every request: the check's own record, not the client's)."""
         gc.collect()
         self.server.requests.clear()
+        # CPython's type attribute cache keeps a reference to each name it caches, by
+        # the name's address: names built at run time (asyncio's and anyio's reprs build
+        # some on every new connection) fill its 4096 entries over a few hundred
+        # requests, a slowly shrinking growth of up to 1.5 blocks a request that is the
+        # interpreter's, not the client's. Cleared, a built-in adapter's requests leave
+        # about 0.02 blocks each from the first phase on.
+        sys._clear_type_cache()
         return sys.getallocatedblocks()
 
     @staticmethod
@@ -365,20 +413,25 @@ class _Run(abc.ABC):
         if script.fault is None and isinstance(exc, ai.AnyInferError):
             self.report.add(f"{name} failed: {type(exc).__name__}: {exc}", script)
 
-    def steady_verdict(self, marks: list[int]) -> None:
-        """Judge the blocks counted after each steady phase (the warm-up's first)."""
+    def steady_verdict(
+        self,
+        marks: list[int],
+        per_round: int = STEADY_REQUESTS,
+        kinds: str = "plain, failing, and left early and dropped",
+    ) -> None:
+        """Judge the blocks counted after each steady phase (the warm-up's first), of
+        phases of `STEADY_ROUNDS` rounds of `per_round` requests (`kinds` of them)."""
         marks = marks[STEADY_WARMUP - 1 :]
         if not marks[0]:
             return  # an interpreter that does not count its blocks
-        requests = STEADY_ROUNDS * STEADY_REQUESTS
+        requests = STEADY_ROUNDS * per_round
         left = min(b - a for a, b in itertools.pairwise(marks)) / requests
         if left > STEADY_BLOCKS_PER_REQUEST:
             self.report.add(
-                f"memory is not steady: each of {requests} more requests (plain, failing, "
-                f"and left early and dropped) left {left:.1f} allocated blocks behind, in "
-                f"each of two phases after a warm-up (allowed: {STEADY_BLOCKS_PER_REQUEST}); "
-                "something keeps every request's objects (an exception, a record, a cache "
-                "without a bound)",
+                f"memory is not steady: each of {requests} more requests ({kinds}) left "
+                f"{left:.1f} allocated blocks behind, in each of two phases after a warm-up "
+                f"(allowed: {STEADY_BLOCKS_PER_REQUEST}); something keeps every request's "
+                "objects (an exception, a record, a cache without a bound)",
                 self.served.script,
             )
 
@@ -404,17 +457,23 @@ class _Run(abc.ABC):
         """Run every scenario through this path's client."""
 
 
+def _loop_tasks(client: ai.Client) -> Callable[[], int]:
+    """A count of the unfinished tasks on a sync `Client`'s background loop."""
+    loop = getattr(getattr(client, "_loop", None), "loop", None)
+
+    def tasks() -> int:
+        return len(asyncio.all_tasks(loop)) if loop is not None else 0
+
+    return tasks
+
+
 class _SyncRun(_Run):
     def go(self) -> None:
         with ai.Client([self.settings], registry=self.harness._providers) as client:
             self.client = client
             self.concurrent_starts("warm-up")
             self.full_stream()
-            loop = getattr(getattr(client, "_loop", None), "loop", None)
-
-            def tasks() -> int:
-                return len(asyncio.all_tasks(loop)) if loop is not None else 0
-
+            tasks = _loop_tasks(client)
             baseline = _Snapshot.take(tasks())
             base = _base_script()
             for _ in range(ROUNDS):
@@ -763,3 +822,224 @@ class _AsyncRun(_Run):
         finally:
             for stream in streams:
                 await stream.aclose()
+
+
+# --- embed() and rerank() ----------------------------------------------------------------
+
+
+def _retrieval_scripts(harness: Harness, method: ResourceMethod) -> dict[str, Script]:
+    """The answers a retrieval run serves, by name: a clean one and each fault (and, for
+    `embed`, an answer an entry short, where the dialect can send one)."""
+    clean = Script(embedding=EmbedShape()) if method == "embed" else Script()
+    scripts = {
+        "plain": clean,
+        "cut": replace(clean, fault=Fault("disconnect", partial_bytes=20)),
+        "failing": replace(clean, fault=Fault("status", status=500, message="boom")),
+        "status 429": replace(clean, fault=Fault("status", status=429, message="slow")),
+        "stall": replace(clean, fault=Fault("stall")),
+        "malformed": replace(clean, fault=Fault("malformed", at=1)),
+    }
+    profile = harness.dialect.embedding
+    if method == "embed" and profile is not None and "missing_entry" in profile.breaks:
+        scripts["an entry short"] = Script(embedding=EmbedShape(broken="missing_entry"))
+    return scripts
+
+
+class _Calls(abc.ABC):
+    """One long-lived client on one path, making one kind of retrieval call.
+
+    Args:
+        settings: The adapter's instance, pointed at the fake server.
+        harness: The harness (its providers registry).
+        method: `"embed"` or `"rerank"`.
+        route: The route of every call.
+    """
+
+    cancellable = False
+    """Whether a caller can cancel a call on this path (`cancel`)."""
+
+    def __init__(
+        self,
+        settings: ai.ProviderSettings,
+        harness: Harness,
+        method: ResourceMethod,
+        route: ai.Route,
+    ) -> None:
+        self.method = method
+        self.what = f"{method}()"
+        self.route = route
+        self.args: tuple[Any, ...] = (
+            (["resource check", "second input", "third input"],)
+            if method == "embed"
+            else ("resource check", ["first document", "second document", "third document"])
+        )
+        self.open(settings, harness._providers)
+
+    def kwargs(self, timeout: float) -> dict[str, Any]:
+        return {"route": self.route, "timeout_s": timeout}
+
+    @abc.abstractmethod
+    def open(self, settings: ai.ProviderSettings, registry: Any) -> None:
+        """Make the client."""
+
+    @abc.abstractmethod
+    def call(self, timeout: float) -> None:
+        """Make one call (raising what it raises)."""
+
+    def cancel(self) -> None:
+        """Make one call and cancel it while its answer stalls (`cancellable` paths)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def tasks(self) -> int:
+        """Unfinished asyncio tasks on the client's loop."""
+
+    @abc.abstractmethod
+    def pause(self, seconds: float) -> None:
+        """Let the client's loop run for a moment."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the client."""
+
+
+class _SyncCalls(_Calls):
+    def open(self, settings: ai.ProviderSettings, registry: Any) -> None:
+        self.client = ai.Client([settings], registry=registry)
+        self._tasks = _loop_tasks(self.client)
+
+    def call(self, timeout: float) -> None:
+        getattr(self.client, self.method)(*self.args, **self.kwargs(timeout))
+
+    def tasks(self) -> int:
+        return self._tasks()
+
+    def pause(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _AsyncCalls(_Calls):
+    """`AsyncClient` calls, each run to completion on one event loop kept for the client
+    (`run_until_complete`, not `asyncio.Runner.run`, whose SIGINT handler swap on every
+    run allocates as much as the call it wraps)."""
+
+    cancellable = True
+
+    def open(self, settings: ai.ProviderSettings, registry: Any) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.client = ai.AsyncClient([settings], registry=registry)
+
+    async def _call(self, timeout: float) -> None:
+        await getattr(self.client, self.method)(*self.args, **self.kwargs(timeout))
+
+    def call(self, timeout: float) -> None:
+        self.loop.run_until_complete(self._call(timeout))
+
+    def cancel(self) -> None:
+        """`asyncio.timeout` around the call, `CANCEL_AFTER_S` into its stall."""
+
+        async def cancelled() -> None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CANCEL_AFTER_S):
+                    await self._call(REQUEST_TIMEOUT_S)
+
+        self.loop.run_until_complete(cancelled())
+
+    def tasks(self) -> int:
+        return len(asyncio.all_tasks(self.loop))
+
+    def pause(self, seconds: float) -> None:
+        self.loop.run_until_complete(asyncio.sleep(seconds))
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(self.client.aclose())
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        finally:
+            self.loop.close()
+
+
+class _RetrievalRun(_Run):
+    """The resources check of `embed()` or `rerank()` (`_Calls`): more faults and
+    cancellations than the pool has connections, then no held slot, one reused
+    connection, fds, threads and tasks back at their baseline, and steady memory."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        server: FakeServer,
+        served: _Served,
+        settings: ai.ProviderSettings,
+        route: ai.Route,
+        report: _Report,
+        calls: _Calls,
+    ) -> None:
+        super().__init__(harness, server, served, settings, route, report)
+        self.calls = calls
+
+    def go(self) -> None:
+        calls = self.calls
+        try:
+            scripts = _retrieval_scripts(self.harness, calls.method)
+            self.plain(scripts["plain"])  # the warm-up: a connection, lazy imports
+            baseline = _Snapshot.take(calls.tasks())
+            faults = [name for name in scripts if name != "plain"]
+            for _ in range(ROUNDS):
+                for name in faults:
+                    self.fault(name, scripts[name])
+                if calls.cancellable:
+                    self.cancelled(scripts["stall"])
+            opened = self.server.connections_opened
+            for _ in range(3):
+                self.plain(scripts["plain"])
+            deadline = time.monotonic() + SETTLE_S
+            while (problems := self.leftovers(baseline, calls.tasks)) and (
+                time.monotonic() < deadline
+            ):
+                calls.pause(0.05)
+            self.after(problems, opened)
+            self.steady(scripts)
+        finally:
+            calls.close()
+
+    def plain(self, script: Script) -> None:
+        self.serve(script)
+        try:
+            self.calls.call(REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            name = f"a plain {self.calls.what}"
+            self.check_pool(name, script, exc)
+            self.report.add(f"{name} failed: {type(exc).__name__}: {exc}", script)
+
+    def fault(self, name: str, script: Script) -> None:
+        self.serve(script)
+        stalls = script.fault is not None and script.fault.kind == "stall"
+        try:
+            self.calls.call(STALL_TIMEOUT_S if stalls else REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            self.typed(f"{self.calls.what} answered with {name}", script, exc)
+
+    def cancelled(self, script: Script) -> None:
+        self.serve(script)
+        try:
+            self.calls.cancel()
+        except Exception as exc:
+            self.typed(f"{self.calls.what} cancelled while its answer stalled", script, exc)
+
+    def steady(self, scripts: dict[str, Script]) -> None:
+        """The steady-memory phases (`STEADY_ROUNDS` rounds of `_RETRIEVAL_STEADY_ROUND`)."""
+        marks = []
+        for _phase in range(STEADY_WARMUP + 2):
+            for _ in range(STEADY_ROUNDS):
+                for kind in _RETRIEVAL_STEADY_ROUND:
+                    script = self.serve(scripts[kind])
+                    try:
+                        self.calls.call(REQUEST_TIMEOUT_S)
+                    except Exception as exc:
+                        self.steady_outcome(self.calls.what, script, exc)
+            marks.append(self.steady_blocks())
+        what = f"clean, cut and failing {self.calls.what} calls"
+        self.steady_verdict(marks, len(_RETRIEVAL_STEADY_ROUND), what)

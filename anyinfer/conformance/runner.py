@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
     from .registry import AdapterEntry, ConformanceRegistry
+    from .resources import ResourceMethod
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -883,26 +884,32 @@ class Harness:
 
     # --- resources -----------------------------------------------------------------
 
-    def verify_resources(self, *, sync: bool) -> None:
+    def verify_resources(self, *, sync: bool, method: ResourceMethod = "generate") -> None:
         """Run the `resources` check through one long-lived client (see
         `anyinfer.conformance.resources`): more early exits, cancellations and faults than the
         pool has connections, then no held slot, one reused connection, fds, threads and
-        tasks back at their baseline, and a decompression bomb bounded by
+        tasks back at their baseline, steady memory, and a decompression bomb bounded by
         `max_response_bytes`.
 
         Args:
             sync: Check `Client` (else `AsyncClient`).
+            method: `"generate"` (streams and generations), or `"embed"` or `"rerank"`
+                for that call's own faults, cancellations and steady phases.
 
         Raises:
             ConformanceFailure: Naming the `resources` guarantee and what was left behind.
         """
         from .resources import check_resources
 
-        found, script = check_resources(self, sync=sync)
+        found, script = check_resources(self, sync=sync, method=method)
         if found:
+            if method == "generate":
+                mode = "sync-stream" if sync else "async-stream"
+            else:
+                mode = f"{'Client' if sync else 'AsyncClient'}.{method}()"
             raise ConformanceFailure.build(
                 entry=self.entry,
-                mode="sync-stream" if sync else "async-stream",
+                mode=mode,
                 via="server",
                 violations=found,
                 script=script or Script(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import gzip
+import json
 import random
 import struct
 import threading
@@ -27,13 +28,23 @@ from helpers import NO_RETRY
 
 import anyinfer as ai
 from anyinfer._adapters.base import decoded_body
+from anyinfer._embed._types import EmbedReply, EmbedRequest
+from anyinfer._embed._wire import embed_body, openai_shaped_reply
 from anyinfer._providers.openai_chat import OpenAIChatAdapter
 from anyinfer._request import GenerationRequest
 from anyinfer._stream.parts import END, Part
 from anyinfer.conformance.checker import RESOURCES
 from anyinfer.conformance.registry import AdapterEntry, ConformanceRegistry, load_builtins
 from anyinfer.conformance.runner import ConformanceFailure, Harness
-from anyinfer.fakeservers import FakeServer, FakeTransport, Fault, Script, ScriptUsage, Text
+from anyinfer.fakeservers import (
+    EmbedShape,
+    FakeServer,
+    FakeTransport,
+    Fault,
+    Script,
+    ScriptUsage,
+    Text,
+)
 from anyinfer.fakeservers._bomb import BOMB_DECODED_BYTES, BOMB_ENCODING, _crc32_repeated, bomb_body
 
 pytestmark = pytest.mark.loopback
@@ -330,6 +341,48 @@ def test_pool_exhaustion_is_typed_and_does_not_open_the_breaker() -> None:
             assert [a.outcome for a in result.attempts] == ["ok"]
 
 
+class StagedRetrieval(Staged):
+    """`Staged` for generation requests; embedding and rerank requests get a clean
+    answer."""
+
+    def __call__(self, request: httpx.Request) -> Script:
+        path = request.url.path
+        if path.endswith("/rerank"):
+            return Script()
+        if path.endswith(("/embeddings", "/embed")):
+            return Script(embedding=EmbedShape())
+        return super().__call__(request)
+
+
+@pytest.mark.parametrize(("name", "method"), [("openai", "embed"), ("cohere", "rerank")])
+def test_a_busy_pool_fails_a_retrieval_call_typed_at_its_timeout(name: str, method: str) -> None:
+    # A call's timeout_s bounds its wait for a connection as it does a generation's: a
+    # PoolExhaustedError at that timeout, tried once. Before, embed() and rerank() put a
+    # deadline of their own around the attempt, which ended the wait first as a provider
+    # timeout (retried: three waits).
+    from anyinfer.conformance import resources
+
+    h = harness(_REGISTRY.get(name))
+    served = StagedRetrieval(h, Script(pieces=(Text("a"), Text("b"))))
+    args: tuple[Any, ...] = ("q", ["a", "b"]) if method == "rerank" else (["a", "b"],)
+    target = f"{name}:{resources._model(h, method)}"  # type: ignore[arg-type]
+    with FakeServer(h.dialect, served) as srv:
+        settings = harness_settings(h, srv, timeout_s=30.0, max_connections=1)
+        with client_for(h, settings) as client:
+            served.stall = True
+            held = client.stream("hi", target=f"{name}:m")
+            next(e for e in held if isinstance(e, _CONTENT))
+            start = time.monotonic()
+            with pytest.raises(ai.AllTargetsFailedError) as info:
+                getattr(client, method)(*args, target=target, timeout_s=0.3)
+            took = time.monotonic() - start
+            held.close()
+            served.stall = False
+            getattr(client, method)(*args, target=target, timeout_s=0.3)  # the slot is free
+    assert [a.error.type_name for a in info.value.attempts if a.error] == ["PoolExhaustedError"]
+    assert took < 3.0
+
+
 def test_pool_exhaustion_error_carries_its_kind() -> None:
     error = ai.PoolExhaustedError("full", max_connections=4, provider="openai")
     assert isinstance(error, ai.ProviderTimeoutError)
@@ -624,3 +677,104 @@ def test_a_steady_request_may_fail_only_as_its_script_says() -> None:
     assert [v.message for v in run.report.found] == ["a steady generate failed: StreamError: cut"]
     with pytest.raises(resources._Abort):  # a held pool slot ends the check
         run.steady_outcome("stream", cut, ai.PoolExhaustedError("full", provider="openai"))
+
+
+# --- embed() and rerank() ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "sync"),
+    [
+        ("openai", "embed", False),
+        ("jina", "embed", True),
+        ("voyage", "rerank", False),
+        ("cohere", "rerank", True),
+    ],
+)
+def test_the_retrieval_resources_check_passes_for_a_builtin_adapter(
+    name: str, method: Any, sync: bool
+) -> None:
+    harness(_REGISTRY.get(name)).verify_resources(sync=sync, method=method)
+
+
+class LeakyEmbedder(OpenAIChatAdapter):
+    """Sends its embedding requests itself and raises on an error status without closing
+    the answer: each error answer keeps its pool slot."""
+
+    provider_id = "leaky-embed"
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        body = embed_body(request, "input", True)
+        sent = self.http.build_request("POST", self.url_for("/embeddings"), json=body)
+        response = await self.http.send(sent, stream=True)
+        if response.status_code >= 400:  # the bug under test: the response stays open
+            raise ai.ProviderError(f"status {response.status_code}", provider=self.provider_id)
+        try:
+            payload = json.loads(await response.aread())
+        finally:
+            await response.aclose()
+        return openai_shaped_reply(self, request, payload, ())
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_the_retrieval_resources_check_catches_an_embedder_that_holds_its_connections(
+    sync: bool,
+) -> None:
+    registry = ConformanceRegistry()
+    entry = registry.add("leaky-embed", LeakyEmbedder, dialect="openai-chat")
+    with pytest.raises(ConformanceFailure) as info:
+        Harness(registry, entry).verify_resources(sync=sync, method="embed")
+    assert RESOURCES in info.value.guarantees
+    message = str(info.value)
+    assert "pool slot" in message and "embed()" in message
+    assert f"path: {'Client' if sync else 'AsyncClient'}.embed()" in message
+
+
+class HoardingEmbedder(OpenAIChatAdapter):
+    """Keeps a record of every embedding batch (a history without a bound)."""
+
+    provider_id = "hoarding-embed"
+    history: list[Any] = []  # noqa: RUF012 - the bug under test
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        self.history.append({"inputs": len(request.inputs), "sent": time.monotonic()})
+        return await super().embed(request)
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_the_retrieval_resources_check_catches_a_client_that_keeps_each_call(sync: bool) -> None:
+    registry = ConformanceRegistry()
+    entry = registry.add("hoarding-embed", HoardingEmbedder, dialect="openai-chat")
+    HoardingEmbedder.history.clear()
+    try:
+        with pytest.raises(ConformanceFailure) as info:
+            Harness(registry, entry).verify_resources(sync=sync, method="embed")
+    finally:
+        HoardingEmbedder.history.clear()
+    message = str(info.value)
+    assert "memory is not steady" in message and "embed() calls" in message
+    assert "pool slot" not in message and "connections, not one" not in message
+
+
+def test_a_retrieval_call_cancelled_mid_answer_releases_its_slot() -> None:
+    # The async path's cancellation scenario: more cancelled calls than the pool has
+    # connections, then a clean one still gets a connection at once.
+    from anyinfer.conformance import resources
+
+    h = harness(_REGISTRY.get("openai"))
+    scripts = resources._retrieval_scripts(h, "embed")
+    served = resources._Served(h)
+    with FakeServer(h.dialect, served) as srv:
+        settings = harness_settings(h, srv, max_connections=resources.POOL_SIZE)
+        route = ai.Route(f"openai:{resources._model(h, 'embed')}", retry=NO_RETRY)
+        calls = resources._AsyncCalls(settings, h, "embed", route)
+        try:
+            served.script = scripts["stall"]
+            for _ in range(resources.ROUNDS):
+                calls.cancel()
+            served.script = scripts["plain"]
+            start = time.monotonic()
+            calls.call(3.0)
+            assert time.monotonic() - start < 1.0
+        finally:
+            calls.close()
