@@ -385,7 +385,7 @@ class _Run(abc.ABC):
         # CPython's type attribute cache keeps a reference to each name it caches, by
         # the name's address: names built at run time (asyncio's and anyio's reprs build
         # some on every new connection) fill its 4096 entries over a few hundred
-        # requests, a slowly shrinking growth of up to 1.5 blocks a request that is the
+        # requests, a slowly shrinking growth of up to 1.8 blocks a request that is the
         # interpreter's, not the client's. Cleared, a built-in adapter's requests leave
         # about 0.02 blocks each from the first phase on.
         sys._clear_type_cache()
