@@ -59,6 +59,7 @@ __all__ = [
     "STEADY_REQUESTS",
     "STEADY_ROUNDS",
     "STEADY_WARMUP",
+    "SLOW_TIMEOUT_SLACK_S",
     "ResourceMethod",
     "check_resources",
 ]
@@ -104,6 +105,10 @@ measured phases. A client that keeps anything of each request (an exception, a r
 buffer's holder) leaves one or more; a clean one leaves none, give or take a cache
 filling up (about 0.02 on the built-in adapters)."""
 
+SLOW_TIMEOUT_SLACK_S = 1.0
+"""How much longer than its `timeout_s` (`STALL_TIMEOUT_S`) a stalled `embed()` or
+`rerank()` call may take: one that takes the provider's `REQUEST_TIMEOUT_S` instead was
+not bounded by its own."""
 CANCEL_AFTER_S = 0.1
 """When a cancelled call (`asyncio.timeout` around it) is cancelled, its answer stalled."""
 ResourceMethod = Literal["generate", "embed", "rerank"]
@@ -1017,10 +1022,20 @@ class _RetrievalRun(_Run):
     def fault(self, name: str, script: Script) -> None:
         self.serve(script)
         stalls = script.fault is not None and script.fault.kind == "stall"
+        start = time.monotonic()
         try:
             self.calls.call(STALL_TIMEOUT_S if stalls else REQUEST_TIMEOUT_S)
         except Exception as exc:
             self.typed(f"{self.calls.what} answered with {name}", script, exc)
+        took = time.monotonic() - start
+        if stalls and took > STALL_TIMEOUT_S + SLOW_TIMEOUT_SLACK_S:
+            self.report.add(
+                f"a stalled {self.calls.what} with timeout_s={STALL_TIMEOUT_S} took {took:.1f}s "
+                f"(the provider's timeout_s is {REQUEST_TIMEOUT_S}): the call's timeout_s "
+                "does not bound its request (pass the request to HTTPAdapter.send: "
+                "send(..., request=request))",
+                script,
+            )
 
     def cancelled(self, script: Script) -> None:
         self.serve(script)

@@ -730,6 +730,32 @@ def test_the_retrieval_resources_check_catches_an_embedder_that_holds_its_connec
     assert f"path: {'Client' if sync else 'AsyncClient'}.embed()" in message
 
 
+class UnboundEmbedder(OpenAIChatAdapter):
+    """Sends its embedding requests without the request, so a call's `timeout_s` never
+    reaches them: only the provider's timeout bounds a stalled answer."""
+
+    provider_id = "unbound-embed"
+
+    async def embed(self, request: EmbedRequest) -> EmbedReply:
+        body = embed_body(request, "input", True)
+        response = await self.send("POST", "/embeddings", json_body=body)  # the bug
+        try:
+            payload = await self.read_json(response)
+        finally:
+            await response.aclose()
+        return openai_shaped_reply(self, request, payload, ())
+
+
+def test_the_retrieval_resources_check_catches_a_call_timeout_that_is_not_applied() -> None:
+    registry = ConformanceRegistry()
+    entry = registry.add("unbound-embed", UnboundEmbedder, dialect="openai-chat")
+    with pytest.raises(ConformanceFailure) as info:
+        Harness(registry, entry).verify_resources(sync=True, method="embed")
+    message = str(info.value)
+    assert "does not bound its request" in message and "request=request" in message
+    assert "pool slot" not in message and "memory is not steady" not in message
+
+
 class HoardingEmbedder(OpenAIChatAdapter):
     """Keeps a record of every embedding batch (a history without a bound)."""
 

@@ -462,6 +462,18 @@ def test_the_guides_third_party_embedding_dialect_passes_the_embedding_checks() 
     harness.check_property(realistic_embed_cases(harness.dialect), max_examples=2, via="server")
 
 
+@pytest.mark.loopback
+def test_the_guides_third_party_embedding_adapter_passes_the_resources_check() -> None:
+    """The guide's `AcmeEmbedAdapter` through one long-lived `AsyncClient`: faults and
+    cancellations leave no slot held, and its calls' `timeout_s` reaches `send`."""
+    ns: dict[str, Any] = {}
+    exec(_guide_block("### Embeddings\n", "class AcmeEmbedAdapter"), ns)
+    exec(_guide_block("### Embedding and rerank answers", "class AcmeEmbedDialect"), ns)
+    registry = ConformanceRegistry()
+    ns["pytest_anyinfer_configure"](registry)
+    Harness(registry, registry.get("acme-embed")).verify_resources(sync=False, method="embed")
+
+
 @pytest.mark.parametrize("loopback", [False, pytest.param(True, marks=pytest.mark.loopback)])
 def test_a_slow_body_pauses_mid_body_and_is_read_whole(loopback: bool) -> None:
     import contextlib
