@@ -555,7 +555,7 @@ def test_recorded_embeddings(anyinfer_harness: Harness, anyinfer_cassette_dir: A
 
 
 @pytest.mark.anyinfer_conformance(covers=(RESOURCES,))
-def test_resources_embed_async(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
+def test_embed_resources_async(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
     """One long-lived `AsyncClient` through more failed, cut, stalled and cancelled
     `embed()` calls than its pool has connections leaves nothing behind."""
     _resources_enabled(pytestconfig)
@@ -564,7 +564,7 @@ def test_resources_embed_async(anyinfer_harness: Harness, pytestconfig: pytest.C
 
 
 @pytest.mark.anyinfer_conformance(covers=(RESOURCES,))
-def test_resources_embed_sync(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
+def test_embed_resources_sync(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
     """The same through one long-lived `Client`."""
     _resources_enabled(pytestconfig)
     _embedding_harness(anyinfer_harness)
@@ -577,8 +577,8 @@ _EMBEDDING_TESTS = (
     test_embed_documented,
     test_embed_loopback,
     test_recorded_embeddings,
-    test_resources_embed_async,
-    test_resources_embed_sync,
+    test_embed_resources_async,
+    test_embed_resources_sync,
 )
 """Parametrized over the adapters whose class embeds."""
 
@@ -650,7 +650,7 @@ def test_rerank_loopback(anyinfer_harness: Harness, anyinfer_examples: int) -> N
 
 
 @pytest.mark.anyinfer_conformance(covers=(RESOURCES,))
-def test_resources_rerank_async(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
+def test_rerank_resources_async(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
     """One long-lived `AsyncClient` through more failed, cut, stalled and cancelled
     `rerank()` calls than its pool has connections leaves nothing behind."""
     _resources_enabled(pytestconfig)
@@ -659,7 +659,7 @@ def test_resources_rerank_async(anyinfer_harness: Harness, pytestconfig: pytest.
 
 
 @pytest.mark.anyinfer_conformance(covers=(RESOURCES,))
-def test_resources_rerank_sync(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
+def test_rerank_resources_sync(anyinfer_harness: Harness, pytestconfig: pytest.Config) -> None:
     """The same through one long-lived `Client`."""
     _resources_enabled(pytestconfig)
     _rerank_harness(anyinfer_harness)
@@ -671,7 +671,7 @@ _RERANK_TESTS = (
     test_rerank_hostile,
     test_rerank_documented,
     test_rerank_loopback,
-    test_resources_rerank_async,
-    test_resources_rerank_sync,
+    test_rerank_resources_async,
+    test_rerank_resources_sync,
 )
 """Parametrized over the adapters whose class reranks."""
