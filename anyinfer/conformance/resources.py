@@ -279,17 +279,21 @@ def check_resources(
                 run = _SyncRun if sync else _AsyncRun
                 run(harness, server, served, settings, route, report).go()
             else:
-                calls = _SyncCalls if sync else _AsyncCalls
-                client = calls(settings, harness, method, route)
-                _RetrievalRun(harness, server, served, settings, route, report, client).go()
+                retrieval = _RetrievalRun(harness, server, served, settings, route, report)
+                retrieval.calls = (_SyncCalls if sync else _AsyncCalls)(
+                    settings, harness, method, route
+                )
+                retrieval.go()
     return report.found, report.script
 
 
 def _model(harness: Harness, method: ResourceMethod) -> str:
     """The model a `method` call asks for (the one its fake answers are scripted for)."""
     if method == "embed":
+        from .embeddings import MODEL as EMBED_MODEL
+
         profile = harness.dialect.embedding
-        return profile.model if profile is not None else "fake-embed"
+        return profile.model if profile is not None else EMBED_MODEL
     if method == "rerank":
         from .reranking import MODEL
 
@@ -407,6 +411,24 @@ class _Run(abc.ABC):
             "failing": replace(base, fault=Fault("status", status=500, message="boom")),
         }
         return [(kind, scripts[script]) for kind, script in _STEADY_ROUND]
+
+    def steady_phases(
+        self, requests: list[tuple[str, Script]], make: Callable[[str, Script], object]
+    ) -> list[int]:
+        """Run the steady-memory phases on a blocking path: `STEADY_WARMUP` + 2 phases of
+        `STEADY_ROUNDS` rounds of `requests` (`(kind, script)` each, made by `make`), and
+        the blocks counted after each (`_AsyncRun.steady` is the awaiting twin)."""
+        marks = []
+        for _phase in range(STEADY_WARMUP + 2):
+            for _ in range(STEADY_ROUNDS):
+                for kind, script in requests:
+                    self.serve(script)
+                    try:
+                        make(kind, script)
+                    except BaseException as exc:
+                        self.steady_outcome(kind, script, exc)
+            marks.append(self.steady_blocks())
+        return marks
 
     def steady_outcome(self, kind: str, script: Script, exc: BaseException | None) -> None:
         """Judge one steady request: a typed failure is what a faulted script is for; a
@@ -544,19 +566,8 @@ class _SyncRun(_Run):
             self.typed(name, script, exc)
 
     def steady(self) -> None:
-        """The steady-memory phases (`STEADY_ROUNDS` rounds each)."""
-        requests = self.steady_round()
-        marks = []
-        for _phase in range(STEADY_WARMUP + 2):
-            for _ in range(STEADY_ROUNDS):
-                for kind, script in requests:
-                    self.serve(script)
-                    try:
-                        self.steady_request(kind, script)
-                    except BaseException as exc:
-                        self.steady_outcome(kind, script, exc)
-            marks.append(self.steady_blocks())
-        self.steady_verdict(marks)
+        """The steady-memory phases (`steady_phases` of `_STEADY_ROUND`)."""
+        self.steady_verdict(self.steady_phases(self.steady_round(), self.steady_request))
 
     def steady_request(self, kind: str, script: Script) -> None:
         """Make one of `_STEADY_ROUND`'s requests."""
@@ -860,9 +871,6 @@ class _Calls(abc.ABC):
         route: The route of every call.
     """
 
-    cancellable = False
-    """Whether a caller can cancel a call on this path (`cancel`)."""
-
     def __init__(
         self,
         settings: ai.ProviderSettings,
@@ -890,10 +898,6 @@ class _Calls(abc.ABC):
     @abc.abstractmethod
     def call(self, timeout: float) -> None:
         """Make one call (raising what it raises)."""
-
-    def cancel(self) -> None:
-        """Make one call and cancel it while its answer stalls (`cancellable` paths)."""
-        raise NotImplementedError
 
     @abc.abstractmethod
     def tasks(self) -> int:
@@ -931,8 +935,6 @@ class _AsyncCalls(_Calls):
     (`run_until_complete`, not `asyncio.Runner.run`, whose SIGINT handler swap on every
     run allocates as much as the call it wraps)."""
 
-    cancellable = True
-
     def open(self, settings: ai.ProviderSettings, registry: Any) -> None:
         self.loop = asyncio.new_event_loop()
         self.client = ai.AsyncClient([settings], registry=registry)
@@ -944,7 +946,8 @@ class _AsyncCalls(_Calls):
         self.loop.run_until_complete(self._call(timeout))
 
     def cancel(self) -> None:
-        """`asyncio.timeout` around the call, `CANCEL_AFTER_S` into its stall."""
+        """Make one call and cancel it while its answer stalls: `asyncio.timeout` around
+        it, `CANCEL_AFTER_S` in (a `Client` call cannot be cancelled by its caller)."""
 
         async def cancelled() -> None:
             with contextlib.suppress(TimeoutError):
@@ -972,18 +975,9 @@ class _RetrievalRun(_Run):
     cancellations than the pool has connections, then no held slot, one reused
     connection, fds, threads and tasks back at their baseline, and steady memory."""
 
-    def __init__(
-        self,
-        harness: Harness,
-        server: FakeServer,
-        served: _Served,
-        settings: ai.ProviderSettings,
-        route: ai.Route,
-        report: _Report,
-        calls: _Calls,
-    ) -> None:
-        super().__init__(harness, server, served, settings, route, report)
-        self.calls = calls
+    calls: _Calls
+    """The client making the calls (set by `check_resources`, from the run's settings
+    and route)."""
 
     def go(self) -> None:
         calls = self.calls
@@ -995,8 +989,8 @@ class _RetrievalRun(_Run):
             for _ in range(ROUNDS):
                 for name in faults:
                     self.fault(name, scripts[name])
-                if calls.cancellable:
-                    self.cancelled(scripts["stall"])
+                if isinstance(calls, _AsyncCalls):
+                    self.cancelled(calls, scripts["stall"])
             opened = self.server.connections_opened
             for _ in range(3):
                 self.plain(scripts["plain"])
@@ -1037,24 +1031,18 @@ class _RetrievalRun(_Run):
                 script,
             )
 
-    def cancelled(self, script: Script) -> None:
+    def cancelled(self, calls: _AsyncCalls, script: Script) -> None:
         self.serve(script)
         try:
-            self.calls.cancel()
+            calls.cancel()
         except Exception as exc:
             self.typed(f"{self.calls.what} cancelled while its answer stalled", script, exc)
 
     def steady(self, scripts: dict[str, Script]) -> None:
-        """The steady-memory phases (`STEADY_ROUNDS` rounds of `_RETRIEVAL_STEADY_ROUND`)."""
-        marks = []
-        for _phase in range(STEADY_WARMUP + 2):
-            for _ in range(STEADY_ROUNDS):
-                for kind in _RETRIEVAL_STEADY_ROUND:
-                    script = self.serve(scripts[kind])
-                    try:
-                        self.calls.call(REQUEST_TIMEOUT_S)
-                    except Exception as exc:
-                        self.steady_outcome(self.calls.what, script, exc)
-            marks.append(self.steady_blocks())
-        what = f"clean, cut and failing {self.calls.what} calls"
-        self.steady_verdict(marks, len(_RETRIEVAL_STEADY_ROUND), what)
+        """The steady-memory phases (`steady_phases` of `_RETRIEVAL_STEADY_ROUND`)."""
+        what = self.calls.what
+        requests = [(what, scripts[kind]) for kind in _RETRIEVAL_STEADY_ROUND]
+        marks = self.steady_phases(
+            requests, lambda _kind, _script: self.calls.call(REQUEST_TIMEOUT_S)
+        )
+        self.steady_verdict(marks, len(requests), f"clean, cut and failing {what} calls")
