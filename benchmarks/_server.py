@@ -197,6 +197,15 @@ PROTOCOL_DIALECTS = {
 }
 """Benchmark protocol name -> `fakeservers` dialect name."""
 
+PROTOCOL_MODELS = {
+    "openai-responses": MODEL,
+    "anthropic": "claude-haiku-4-5-20251001",
+    "gemini": "gemini-2.5-flash",
+    "ollama": "qwen3:8b",
+}
+"""The model name each protocol's answer reports (its `model` or `modelVersion`): one of
+that provider's own, as real recordings carry, so no answer names another's model."""
+
 
 def _dialect(protocol: str) -> Any:
     try:
@@ -223,7 +232,7 @@ def dialect_response(
         pieces=tuple(Text(p) for p in pieces(n)),
         usage=ScriptUsage(input_tokens=PROMPT_TOKENS, output_tokens=2 * n),
         usage_placement=dialect.profile.usage_placements[0],
-        model=MODEL,
+        model=PROTOCOL_MODELS[protocol],
     )
     rendered = dialect.render(script, stream=streamed)
     frames = [f.data for f in rendered.frames if f.data]  # Gemini's end "frame" is b""
