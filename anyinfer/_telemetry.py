@@ -32,6 +32,7 @@ from ._messages import AudioContent, ContentPart, DocumentContent, Message, Text
 from ._observers import Telemetry  # the hub, kept apart: see its module
 from ._redact import redact, redact_value
 from ._types import (
+    DETAIL_MAX_CHARS,
     AttemptRecord,
     ErrorInfo,
     FinishReason,
@@ -394,6 +395,31 @@ def answered(result: Answer) -> Answered:
         "cost_usd": usage.cost_usd,
         "timing": result.timing,
     }
+
+
+def interrupted(exc: BaseException, *, provider: str | None, phase: str) -> ErrorInfo:
+    """The error of a request, or an attempt, that ended without a result or an
+    `AnyInferError`: its caller closed its stream early (`GeneratorExit`), cancelled it
+    (`asyncio.CancelledError`: a cancelled task, `asyncio.timeout`, a sync stream
+    closed), interrupted it (`KeyboardInterrupt`), or an exception that is not
+    AnyInfer's ended it (its message redacted). Its last event carries it, named by
+    `exc`'s type, not retryable and with no HTTP status.
+
+    Args:
+        exc: What ended it.
+        provider: The provider of the attempt it ended, if one was running.
+        phase: The request's phase (`"stream"` or `"generate"`).
+    """
+    name = type(exc).__name__
+    if isinstance(exc, GeneratorExit):
+        detail = "the caller closed the stream before it ended"
+    elif name == "CancelledError":
+        detail = "the caller cancelled the request before it ended"
+    elif isinstance(exc, KeyboardInterrupt):
+        detail = "interrupted by KeyboardInterrupt before it ended"
+    else:
+        detail = f"{name} ended the request early: {redact(str(exc))}"[:DETAIL_MAX_CHARS]
+    return ErrorInfo(name, provider, phase, False, None, detail)
 
 
 @runtime_checkable

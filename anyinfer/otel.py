@@ -38,7 +38,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ._errors import ConfigError
@@ -117,7 +117,7 @@ class _Flight:
     stream: bool
     request_model: str | None
     provider: str | None
-    failures: list[str] = field(default_factory=list)
+    first_chunk: bool = False  # reported: a request has one first chunk, however many attempts
 
 
 def _histogram(meter: Any, name: str, unit: str, description: str, buckets: list[float]) -> Any:
@@ -376,8 +376,9 @@ class OpenTelemetryObserver:
 
     def _first_token(self, event: FirstToken) -> None:
         flight = self._flight(event.request_id)
-        if flight is None or not flight.stream:
-            return
+        if flight is None or not flight.stream or flight.first_chunk:
+            return  # a repair's re-run has a first token too: the request's came first
+        flight.first_chunk = True
         seconds = event.at_ms / 1000.0
         flight.span.set_attribute("gen_ai.response.time_to_first_chunk", seconds)
         self._first_chunk.record(seconds, self._metric_attributes(flight, event.target, None))

@@ -65,8 +65,8 @@ class Trail:
         instrument: The request's telemetry.
         attempts: Every attempt's record so far, in order.
         started: Attempts started so far (the 1-based telemetry attempt number).
-        last_usage: The usage of the last attempt that failed with an error: what a
-            failed request reports.
+        last_usage: The usage of the last attempt that failed with an error, or was
+            interrupted: what a failed or interrupted request reports.
         may_redirect: Whether a content-policy refusal can still be redirected (the
             route has redirect targets and has not used them yet).
         result: The request's result, once an attempt succeeded.
@@ -428,9 +428,17 @@ class TargetAttempts:
             self._key, route.breaker_threshold, route.breaker_cooldown_s
         )
 
-    def cancelled(self) -> None:
-        """The attempt was cancelled or closed: no verdict on the target's health."""
+    def cancelled(self, exc: BaseException) -> None:
+        """The attempt was closed, cancelled or interrupted (`exc`): no verdict on the
+        target's health. It is reported ended (`Instrument.attempt_interrupted`) with
+        the usage it had reported, which becomes the trail's `last_usage`: what the
+        request's own last event reports."""
         self._runner.breakers.release(self._key)
+        run, trail = self._run, self.trail
+        timing = run.timing() if run is not None else None
+        usage = run.usage if run is not None else Usage()
+        trail.last_usage = usage
+        trail.instrument.attempt_interrupted(exc, self.target, timing, usage)
 
     def succeeded(self) -> Step:
         """Judge a completed attempt: redirect, repair, or the result (`trail.result`).

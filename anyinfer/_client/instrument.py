@@ -3,10 +3,12 @@
 The router and the attempt runner report what happens to a request by calling methods of
 its `Instrument` — `request_started`, `attempt_started`, `watch` (which reports
 `FirstToken` and `UsageReported` as the attempt's events pass), `attempt_ended`, and
-`request_ended` or `request_failed`. When the client has no observer at the start of a
-request, the request gets `SILENT`, whose methods do nothing and whose `watch` hands the
-events back untouched: the request flow carries no telemetry branches, and an
-unobserved request builds no telemetry event and no request id.
+`request_ended` or `request_failed` (the latter also for a request its caller closed,
+cancelled or interrupted: every request that started ends with one `RequestEnded`). When
+the client has no observer at the start of a request, the request gets `SILENT`, whose
+methods do nothing and whose `watch` hands the events back untouched: the request flow
+carries no telemetry branches, and an unobserved request builds no telemetry event and
+no request id.
 """
 
 from __future__ import annotations
@@ -15,11 +17,10 @@ from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
-from .._errors import AnyInferError
 from .._observers import Emitter, report_nothing
 from .._request import GenerationRequest
 from .._stream.events import StreamEvent, TimingMark, UsageUpdate
-from .._types import AttemptRecord, Generation, ResolvedTarget, Usage
+from .._types import AttemptRecord, ErrorInfo, Generation, ResolvedTarget, Timing, Usage
 
 if TYPE_CHECKING:
     from .._observers import Telemetry
@@ -35,13 +36,15 @@ class Instrument(Emitter):
         metadata: The caller's metadata, carried by every event.
     """
 
-    __slots__ = ()
+    __slots__ = ("_phase",)
 
     def request_started(
         self, targets: tuple[ResolvedTarget, ...], request: GenerationRequest
     ) -> None:
         """`RequestStarted`: the request was accepted and is about to be routed."""
         from .._telemetry import RequestStarted
+
+        self._phase = "stream" if request.stream else "generate"  # an interruption's
 
         self._emit(
             RequestStarted(
@@ -99,6 +102,26 @@ class Instrument(Emitter):
 
         self._emit(AttemptEnded(**attempt_end(self._request_id, self._metadata, record, usage)))
 
+    def attempt_interrupted(
+        self, exc: BaseException, target: ResolvedTarget, timing: Timing | None, usage: Usage
+    ) -> None:
+        """`AttemptEnded` for an attempt its caller closed, cancelled or interrupted
+        (`exc`): `failed`, with `interrupted`'s error and the usage it had reported."""
+        from .._telemetry import interrupted
+
+        info = interrupted(exc, provider=target.provider, phase=self._phase)
+        self.attempt_ended(AttemptRecord(target, "failed", info, timing), usage)
+
+    def request_interrupted(
+        self, exc: BaseException, target: ResolvedTarget | None, usage: Usage
+    ) -> None:
+        """`RequestEnded` for a request its caller closed, cancelled or interrupted
+        (`exc`) while `target` was being tried (`usage`: what that attempt reported)."""
+        from .._telemetry import interrupted
+
+        provider = target.provider if target is not None else None
+        self.request_failed(interrupted(exc, provider=provider, phase=self._phase), usage)
+
     def request_ended(self, result: Generation) -> None:
         """`RequestEnded` for a request that produced `result`."""
         from .._telemetry import RequestEnded, answered
@@ -114,8 +137,9 @@ class Instrument(Emitter):
             )
         )
 
-    def request_failed(self, error: AnyInferError, usage: Usage) -> None:
-        """`RequestEnded` for a request that raised `error` (`usage`: the last failure's)."""
+    def request_failed(self, error: ErrorInfo, usage: Usage) -> None:
+        """`RequestEnded` for a request that raised, or was interrupted (`error`: the
+        error's `to_info()`, or `interrupted`'s; `usage`: the last failure's)."""
         from .._telemetry import RequestEnded
 
         self._emit(
@@ -124,7 +148,7 @@ class Instrument(Emitter):
                 metadata=self._metadata,
                 ok=False,
                 usage=usage,
-                error=error.to_info(),
+                error=error,
             )
         )
 
@@ -139,6 +163,7 @@ class _Silent(Instrument):
 
     request_started = attempt_started = attempt_ended = report_nothing
     request_ended = request_failed = report_nothing
+    attempt_interrupted = request_interrupted = report_nothing
 
     def watch(
         self, events: AsyncGenerator[list[StreamEvent], None], target: ResolvedTarget

@@ -10,7 +10,8 @@ raise, or the result. A redirect replaces the rest of the
 route with `Route.content_policy_targets`, once per request. The first result ends the
 stream with `StreamEnded`; a route that runs out raises `AllTargetsFailedError` carrying
 every attempt's record. Telemetry brackets the request (`RequestStarted`, then one
-`RequestEnded` either way) through the request's `Instrument`.
+`RequestEnded` whichever way it ends: a result, an error, or its caller closing,
+cancelling or interrupting it) through the request's `Instrument`.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class Router:
         trail = Trail(tel, may_redirect=bool(redirects))
         queue = list(targets)
         threshold, cooldown = route.breaker_threshold, route.breaker_cooldown_s
+        target: ResolvedTarget | None = None
+        ended = False
         try:
             while queue:
                 target = queue.pop(0)
@@ -112,8 +115,8 @@ class Router:
                             yield [failed]
                         if step == "raise":
                             raise
-                    except BaseException:
-                        attempts.cancelled()
+                    except BaseException as exc:  # closed, cancelled or interrupted
+                        attempts.cancelled(exc)
                         raise
                     else:
                         step = attempts.succeeded()
@@ -125,6 +128,7 @@ class Router:
                     elif step == "done":
                         result = trail.result
                         assert result is not None
+                        ended = True
                         tel.request_ended(result)
                         yield [StreamEnded(result)]
                         return
@@ -134,5 +138,12 @@ class Router:
                     break
             raise trail.exhausted(len(targets))
         except AnyInferError as exc:
-            tel.request_failed(exc, trail.last_usage)
+            tel.request_failed(exc.to_info(), trail.last_usage)
+            raise
+        except BaseException as exc:
+            # Closed early, cancelled or interrupted: during an attempt (reported ended by
+            # `cancelled` above), a retry's backoff or showing an event. It still ends
+            # with one `RequestEnded`, unless the result was already reported.
+            if not ended:
+                tel.request_interrupted(exc, target, trail.last_usage)
             raise

@@ -1,12 +1,12 @@
 """Telemetry for the unary operations (`embed`, `rerank`): one instrument both runners use.
 
 A call gets a `UnaryInstrument` when it starts: `started` reports `OperationStarted`,
-each batch's `reporter` one `BatchAttemptEnded` per attempt, and `ended` or `failed`
-(`with tel:` around the requests) the closing `OperationEnded`. When nobody observes the
-client at the start of a call, it gets `SILENT`, whose methods do nothing: no event is
-built, no request id is drawn, and `anyinfer._telemetry` (the event classes) is never
-imported, exactly as for an unobserved generation (`anyinfer._client.instrument`; both
-start from `anyinfer._observers.Emitter`).
+each batch's `reporter` one `BatchAttemptEnded` per attempt, and `ended`, `failed` or
+`interrupted` (`with tel:` around the requests) the closing `OperationEnded`. When
+nobody observes the client at the start of a call, it gets `SILENT`, whose methods do
+nothing: no event is built, no request id is drawn, and `anyinfer._telemetry` (the
+event classes) is never imported, exactly as for an unobserved generation
+(`anyinfer._client.instrument`; both start from `anyinfer._observers.Emitter`).
 
 `SILENT.reporter` is `None`, so `walk` gets no recorder and an unobserved batch pays
 nothing per attempt either.
@@ -158,13 +158,20 @@ class UnaryInstrument(Emitter):
         )
 
     def failed(self, error: AnyInferError) -> None:
-        """`OperationEnded` for a call that raised `error` (as for generation, a
-        cancelled call reports nothing more)."""
+        """`OperationEnded` for a call that raised `error`."""
         self._emit(replace(self._closing, error=error.to_info()))
 
+    def interrupted(self, exc: BaseException) -> None:
+        """`OperationEnded` for a call its caller cancelled or interrupted (`exc`), with
+        `interrupted`'s error, as a generation's `RequestEnded` has."""
+        from .._telemetry import interrupted
+
+        self._emit(replace(self._closing, error=interrupted(exc, provider=None, phase="generate")))
+
     def __enter__(self) -> None:
-        """`with tel:` around a call's requests and assembly: an `AnyInferError` raised
-        inside is reported (`failed`) and goes on."""
+        """`with tel:` around a call's requests and assembly: whatever ends it early is
+        reported, an `AnyInferError` (`failed`) or a cancellation or interruption
+        (`interrupted`), and goes on."""
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: object
@@ -174,6 +181,8 @@ class UnaryInstrument(Emitter):
 
             if isinstance(error, AnyInferError):
                 self.failed(error)
+            else:
+                self.interrupted(error)
 
 
 class _Silent(UnaryInstrument):
@@ -189,7 +198,7 @@ class _Silent(UnaryInstrument):
         """Never: nobody observes this call."""
         return False
 
-    started = reporter = ended = failed = report_nothing
+    started = reporter = ended = failed = interrupted = report_nothing
 
 
 SILENT: UnaryInstrument = _Silent()

@@ -586,6 +586,249 @@ def test_a_failed_request_ends_with_every_field_of_its_error_and_flushed_usage()
     ]
 
 
+# --- requests that end without a result or an error of their own ----------------------
+
+
+def _stalling_settings(head: bytes, stall_s: float = 30.0) -> Any:
+    """Provider `a` (OpenAI Chat), whose every answer sends `head`, then stalls."""
+    import asyncio
+
+    import httpx
+
+    import anyinfer as ai
+
+    class Stalling(httpx.AsyncByteStream):
+        async def __aiter__(self) -> Any:
+            yield head
+            await asyncio.sleep(stall_s)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=Stalling(), headers={"content-type": "text/event-stream"})
+
+    return ai.ProviderSettings(
+        "openai", alias="a", api_key="sk-x", transport=httpx.MockTransport(handler)
+    )
+
+
+def _stalling_client(head: bytes) -> tuple[Any, Recorder]:
+    import anyinfer as ai
+
+    rec = Recorder()
+    return ai.AsyncClient([_stalling_settings(head)], observers=[rec]), rec
+
+
+def _ends(rec: Recorder) -> list[tuple[Any, ...]]:
+    """The summary of every attempt and request end, with the request's error phase."""
+    out = []
+    for e in rec.events:
+        if isinstance(e, AttemptEnded | RequestEnded) and e.error is not None:
+            if e.error.type_name in ("GeneratorExit", "CancelledError"):
+                assert not e.error.retryable and e.error.http_status is None
+            out.append((*_summary([e])[0], e.error.provider, e.error.phase))
+        elif isinstance(e, AttemptEnded | RequestEnded):
+            out.append(_summary([e])[0])
+    return out
+
+
+@pytest.mark.parametrize("managed", [True, False])
+def test_a_stream_left_early_still_ends_its_attempt_and_request(managed: bool) -> None:
+    """`break` out of a stream (closed by its context manager, or by `aclose()`) ends the
+    request with one `RequestEnded` naming `GeneratorExit` and carrying the usage the
+    stream had shown, and its attempt with an `AttemptEnded`: an observer that pairs
+    starts with ends (OpenTelemetry's spans) keeps nothing of it."""
+    import asyncio
+
+    import anyinfer as ai
+
+    head = sse(USAGE_CHUNK, _delta("hel"), done=False)
+    client, rec = _stalling_client(head)
+
+    async def go() -> None:
+        async with client:
+            stream = client.stream("hi", target="a:m")
+            if managed:
+                async with stream:
+                    async for event in stream:
+                        if isinstance(event, ai.TextDelta):
+                            break
+            else:
+                async for event in stream:
+                    if isinstance(event, ai.TextDelta):
+                        break
+                await stream.aclose()
+
+    asyncio.run(go())
+    shown = Usage(4, 2)
+    assert _ends(rec) == [
+        ("AttemptEnded", "a", "failed", "GeneratorExit", shown, "a", "stream"),
+        ("RequestEnded", False, None, "GeneratorExit", shown, "a", "stream"),
+    ]
+    (error,) = {e.error for e in rec.events if isinstance(e, RequestEnded)}
+    assert error is not None and error.detail == "the caller closed the stream before it ended"
+
+
+def test_a_cancelled_request_ends_with_the_cancellation() -> None:
+    """`asyncio.timeout` around a `generate()` whose answer stalls: `CancelledError`
+    (the body is read whole, so no usage was shown)."""
+    import asyncio
+
+    client, rec = _stalling_client(sse(USAGE_CHUNK, done=False))
+
+    async def go() -> None:
+        async with client:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    await client.generate("hi", target="a:m")
+
+    asyncio.run(go())
+    assert _ends(rec) == [
+        ("AttemptEnded", "a", "failed", "CancelledError", Usage(), "a", "generate"),
+        ("RequestEnded", False, None, "CancelledError", Usage(), "a", "generate"),
+    ]
+
+
+def test_a_request_cancelled_in_a_retry_backoff_ends_once() -> None:
+    """Cancelled while waiting to retry: the retried attempt already ended, so only the
+    request's end is left to report, with that attempt's target."""
+    import asyncio
+
+    import anyinfer as ai
+
+    overloaded = (503, b'{"error": {"message": "busy", "type": "x"}}')
+    client, rec = _observed_client(a=[overloaded])
+    retry = ai.RetryPolicy(max_retries=1, backoff_base_s=30.0, jitter=0.0)
+
+    async def go() -> None:
+        async with client:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    await client.generate("hi", route=ai.Route("a:m", retry=retry))
+
+    asyncio.run(go())
+    assert _ends(rec) == [
+        ("AttemptEnded", "a", "retried", "OverloadedError", Usage(), "a", "generate"),
+        ("RequestEnded", False, None, "CancelledError", Usage(), "a", "generate"),
+    ]
+
+
+def test_a_stream_left_after_its_end_event_ends_once_with_its_result() -> None:
+    """Breaking out at `StreamEnded` (before the iterator says it is done) closes a
+    stream whose request already reported its result: nothing more is reported."""
+    import asyncio
+
+    import anyinfer as ai
+
+    answer = (200, sse(_delta("hi"), _delta(finish="stop"), USAGE_CHUNK))
+    client, rec = _observed_client(a=[answer])
+
+    async def go() -> None:
+        async with client, client.stream("hi", target="a:m") as stream:
+            async for event in stream:
+                if isinstance(event, ai.StreamEnded):
+                    break
+
+    asyncio.run(go())
+    ends = [e for e in rec.events if isinstance(e, RequestEnded)]
+    assert [(e.ok, e.error) for e in ends] == [(True, None)]
+
+
+def test_a_sync_stream_closed_early_ends_its_request() -> None:
+    """The sync facade's early exit cancels the loop side's request: one `RequestEnded`
+    for it, which the closing call waits for."""
+    import anyinfer as ai
+
+    rec = Recorder()
+    settings = _stalling_settings(sse(USAGE_CHUNK, _delta("hel"), done=False))
+    with ai.Client([settings], observers=[rec]) as client:
+        with client.stream("hi", target="a:m") as stream:
+            for event in stream:
+                if isinstance(event, ai.TextDelta):
+                    break
+        ends = [e for e in rec.events if isinstance(e, RequestEnded)]
+    assert [(e.ok, e.error.type_name if e.error else None) for e in ends] == [
+        (False, "CancelledError")
+    ]
+
+
+def test_a_cancelled_embed_call_ends_with_the_cancellation() -> None:
+    import asyncio
+
+    import httpx
+
+    import anyinfer as ai
+    from anyinfer._telemetry import OperationEnded
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(30)
+        raise AssertionError("not reached")
+
+    rec = Recorder()
+    settings = ai.ProviderSettings(
+        "openai", alias="a", api_key="sk-x", transport=httpx.MockTransport(handler)
+    )
+
+    async def go() -> None:
+        async with ai.AsyncClient([settings], observers=[rec]) as client:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    await client.embed(["x"], target="a:text-embedding-3-small")
+
+    asyncio.run(go())
+    (end,) = [e for e in rec.events if isinstance(e, OperationEnded)]
+    assert not end.ok and end.error is not None
+    assert (end.error.type_name, end.error.detail) == (
+        "CancelledError",
+        "the caller cancelled the request before it ended",
+    )
+
+
+def test_otel_ends_the_span_of_a_stream_left_early(otel: tuple[Any, Any, Any]) -> None:
+    """Its span ends, with the error type, and the observer keeps no flight of it."""
+    import asyncio
+
+    import anyinfer as ai
+
+    observer, exporter, _ = otel
+    client, _rec = _stalling_client(sse(_delta("hel"), done=False))
+    client.subscribe(observer)
+
+    async def go() -> None:
+        async with client:
+            for _ in range(3):
+                async with client.stream("hi", target="a:m") as stream:
+                    async for event in stream:
+                        if isinstance(event, ai.TextDelta):
+                            break
+
+    asyncio.run(go())
+    spans = exporter.get_finished_spans()
+    assert [s.attributes["error.type"] for s in spans] == ["GeneratorExit"] * 3
+    assert observer._flights == {}
+
+
+def test_otel_counts_one_first_chunk_for_a_repaired_stream(otel: tuple[Any, Any, Any]) -> None:
+    """A schema repair re-runs the target in the same stream: a second first token, but
+    the request's time to first chunk is recorded once, from the first."""
+    import anyinfer as ai
+    from anyinfer.testing import Reply, ScriptedProviders
+
+    observer, exporter, reader = otel
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    rec = Recorder()
+    with ScriptedProviders() as providers:
+        providers.add("p", [Reply('{"a": "no"}'), Reply('{"a": 1}')])
+        with providers.client(observers=[rec, observer]) as client:
+            with client.stream("hi", target="p:m", schema=schema, repair=ai.Repair(1)) as s:
+                for _ in s:
+                    pass
+    first = [e.at_ms for e in rec.events if isinstance(e, FirstToken)]
+    assert len(first) == 2
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["gen_ai.response.time_to_first_chunk"] == pytest.approx(first[0] / 1e3)
+    (ttfc,) = metric_points(reader)["gen_ai.client.operation.time_to_first_chunk"]
+    assert ttfc.count == 1
+
+
 def test_the_attempt_and_request_end_fields_stay_as_documented() -> None:
     """The events' fields are the public contract: their names and order."""
     common = ["request_id", "metadata"]
