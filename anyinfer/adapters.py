@@ -31,6 +31,7 @@ from ._adapters.base import (
 )
 from ._adapters.errormap import ErrorFields, ErrorKind, error_fields, message_and_code
 from ._adapters.framing import DEFAULT_MAX_FRAME_BYTES, EventFramer, decode_json
+from ._adapters.orphans import reclaim_orphans
 from ._adapters.profile import AdapterProfile, InputSupport, UsageConvention
 from ._adapters.shielded import finish_uncancelled
 from ._embed._types import EmbedReply, EmbedRequest
@@ -100,6 +101,7 @@ __all__ = [
     "message_and_code",
     "finish_uncancelled",
     "parse_retry_after",
+    "reclaim_orphans",
 ]
 
 _PROTOCOL_ADAPTERS: dict[str, str] = {

@@ -78,6 +78,7 @@ from .framing import (
     loads_or_none,
 )
 from .limits import response_limits
+from .orphans import reclaim_orphans
 from .profile import AdapterProfile
 from .shielded import finish_uncancelled
 from .tls import LazyTrustContext
@@ -445,13 +446,19 @@ class _ClosingStream(httpx.AsyncByteStream):
 
 
 class _ClosingTransport(httpx.AsyncBaseTransport):
-    """Wraps an adapter's transport so that releasing a response cannot be cut short."""
+    """Wraps an adapter's transport so that releasing a response cannot be cut short,
+    and a request that raises (a cancellation, mostly) leaves no connection behind that
+    the pool would keep forever (`reclaim_orphans`)."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
         self.inner = inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self.inner.handle_async_request(request)
+        try:
+            response = await self.inner.handle_async_request(request)
+        except BaseException:
+            await finish_uncancelled(reclaim_orphans(self.inner))
+            raise
         if isinstance(response.stream, httpx.AsyncByteStream):
             response.stream = _ClosingStream(response.stream)
         return response

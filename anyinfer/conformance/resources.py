@@ -111,6 +111,15 @@ SLOW_TIMEOUT_SLACK_S = 1.0
 not bounded by its own."""
 CANCEL_AFTER_S = 0.1
 """When a cancelled call (`asyncio.timeout` around it) is cancelled, its answer stalled."""
+CONNECT_CANCELS = 200
+"""How many generations the async path cancels early, between sending and the first
+byte (`asyncio.timeout` of a fraction of a clean one's time to first content), to land
+some cancellations while the connection is being opened: each one a leaked pool slot
+in a client on httpcore 1.0's pool without `reclaim_orphans` (about one in forty, on
+the machine this was measured on, so some 5 of them)."""
+CONNECT_CANCEL_STEPS = 40
+"""The delays of those cancellations: this many evenly spaced from 0 to the measured
+time to first content, over and over."""
 ResourceMethod = Literal["generate", "embed", "rerank"]
 """What a resources check calls: streams and generations, `embed()`, or `rerank()`."""
 _RETRIEVAL_STEADY_ROUND = ("plain", "cut", "failing")
@@ -673,6 +682,7 @@ class _AsyncRun(_Run):
                 await self.timeout_around(base)
             for name, script, timeout in _faults(base):
                 await self.fault(name, script, timeout)
+            await self.cancels_while_connecting(base)
             await self.bomb(base)
             await self.concurrent_starts("after the run")
             opened = self.server.connections_opened
@@ -801,6 +811,38 @@ class _AsyncRun(_Run):
             pass
         except BaseException as exc:
             self.typed("asyncio.timeout around the iteration", script, exc)
+
+    async def cancels_while_connecting(self, base: Script) -> None:
+        """`CONNECT_CANCELS` generations cancelled before their first byte, at delays
+        spread over a clean one's time to first content, so that some cancellations
+        land while a new connection is opened (every cancelled one closes its
+        connection, so each next one opens its own). A pool that keeps a connection so
+        cancelled shows as a held slot in the concurrent starts after the run."""
+        script = self.serve(base, staged=True)
+        took = []
+        for _ in range(3):
+            start = time.monotonic()
+            try:
+                async with self.stream(script) as stream:
+                    async for event in stream:
+                        if isinstance(event, _CONTENT):
+                            break
+            except BaseException as exc:
+                self.typed("a stream before the cancellations while connecting", script, exc)
+                return
+            took.append(time.monotonic() - start)
+        first = sorted(took)[1]
+        for i in range(CONNECT_CANCELS):
+            delay = first * (i % CONNECT_CANCEL_STEPS) / CONNECT_CANCEL_STEPS
+            try:
+                async with asyncio.timeout(delay):
+                    await self.client.generate(
+                        _PROMPT, route=self.route, timeout_s=REQUEST_TIMEOUT_S
+                    )
+            except TimeoutError:
+                pass
+            except BaseException as exc:
+                self.typed("a generate cancelled while connecting", script, exc)
 
     async def fault(self, name: str, script: Script, timeout: float) -> None:
         self.serve(script)
