@@ -78,7 +78,7 @@ from .framing import (
     loads_or_none,
 )
 from .limits import response_limits
-from .orphans import reclaim_orphans
+from .orphans import is_full, pool_of, reclaim
 from .profile import AdapterProfile
 from .shielded import finish_uncancelled
 from .tls import LazyTrustContext
@@ -447,17 +447,24 @@ class _ClosingStream(httpx.AsyncByteStream):
 
 class _ClosingTransport(httpx.AsyncBaseTransport):
     """Wraps an adapter's transport so that releasing a response cannot be cut short,
-    and a request that raises (a cancellation, mostly) leaves no connection behind that
-    the pool would keep forever (`reclaim_orphans`)."""
+    and no connection is left in the pool that nobody owns and the pool would keep
+    forever (`orphans.reclaim`): after a request that raised (a cancellation, mostly),
+    and before a request to a full pool (a response whose close a cancellation cut
+    short inside httpcore)."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
         self.inner = inner
+        self._pool = pool_of(inner)  # None: not httpcore 1.0's pool, nothing to reclaim
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        pool = self._pool
+        if pool is not None and is_full(pool):
+            await finish_uncancelled(reclaim(pool))
         try:
             response = await self.inner.handle_async_request(request)
         except BaseException:
-            await finish_uncancelled(reclaim_orphans(self.inner))
+            if pool is not None:
+                await finish_uncancelled(reclaim(pool))
             raise
         if isinstance(response.stream, httpx.AsyncByteStream):
             response.stream = _ClosingStream(response.stream)

@@ -12,12 +12,23 @@ healthy the server. An `asyncio.timeout` a few milliseconds long, or a sync stre
 at its first event while the loop is still connecting, is enough: a soak of 400 such
 cancellations through one client jammed its two-connection pool after 90 to 290 of them.
 
-`reclaim_orphans` applies the cure the upstream fixes apply (encode/httpcore#1094,
-pydantic/httpx2#983), from outside: after a request to the pool raised, a connection
-that no request in the pool owns and that is neither idle, available, closed nor
-expired is taken out of the pool and closed, and queued requests are given the slots
-it held. A connection a request still owns (connecting, or answering) is never touched,
-since its request stays in the pool until its response is closed.
+A third way gets there under load. When a response body fails (the server cut it),
+httpcore closes it itself, under a shield that holds off anyio's cancellations but not
+a task's own `cancel()`: one that arrives at that close's lock (a sync stream dropped
+while the server cuts it, so its pump task is cancelled) leaves the connection
+`ACTIVE`, its request gone. Eight threads reading two events of cut streams and
+dropping them left two or three such connections in a pool of eight, in about one run
+in three.
+
+`reclaim` applies the cure the upstream fixes apply (encode/httpcore#1094,
+pydantic/httpx2#983), from outside: a connection that no request in the pool owns and
+that is neither idle, available, closed nor expired is taken out of the pool and
+closed, and queued requests are given the slots it held. A connection a request still
+owns (connecting, or answering) is never touched, since its request stays in the pool
+until its response is closed. `HTTPAdapter`'s transport runs it after every request
+that raised, and before a request to a full pool (`is_full`), where an orphan would
+make it wait; a pool with room is not searched, so a request pays for the check only
+a length comparison.
 
 It reads the pool's private state (`_requests`, `_connections`, its lock and its
 assignment step), the same names through httpcore 1.0; a pool without them is left
@@ -31,7 +42,36 @@ from typing import Any
 import httpcore
 import httpx
 
-__all__ = ["reclaim_orphans"]
+__all__ = ["is_full", "pool_of", "reclaim", "reclaim_orphans"]
+
+
+def pool_of(transport: httpx.AsyncBaseTransport) -> Any | None:
+    """`transport`'s httpcore pool, when it is an `httpx.AsyncHTTPTransport` over
+    httpcore 1.0's pool (the state `reclaim` reads), else `None`."""
+    pool: Any = getattr(transport, "_pool", None)
+    if not isinstance(pool, httpcore.AsyncConnectionPool):
+        return None
+    if not all(hasattr(pool, name) for name in _POOL_STATE):
+        return None  # another httpcore: none of this applies
+    return pool
+
+
+_POOL_STATE = (
+    "_requests",
+    "_connections",
+    "_max_connections",
+    "_optional_thread_lock",
+    "_assign_requests_to_connections",
+    "_close_connections",
+)
+"""The pool's private state `reclaim` reads, the same through httpcore 1.0."""
+
+
+def is_full(pool: Any) -> bool:
+    """Whether `pool` has no room for a new connection: when an orphan would make a
+    request wait, so `HTTPAdapter`'s transport reclaims them before the request."""
+    full: bool = len(pool._connections) >= pool._max_connections
+    return full
 
 
 def _orphans(pool: Any) -> list[Any]:
@@ -46,9 +86,21 @@ def _orphans(pool: Any) -> list[Any]:
     ]
 
 
+async def reclaim(pool: Any) -> None:
+    """Take `pool`'s orphaned connections out of it and close them (`pool_of`'s pool)."""
+    with pool._optional_thread_lock:
+        orphans = _orphans(pool)
+        if not orphans:
+            return
+        for connection in orphans:
+            pool._connections.remove(connection)
+        closing = pool._assign_requests_to_connections()  # queued requests: the slots
+    await pool._close_connections([*orphans, *closing])
+
+
 async def reclaim_orphans(transport: httpx.AsyncBaseTransport) -> None:
-    """Take a cancelled request's orphaned connections out of `transport`'s pool and
-    close them (call after the transport's `handle_async_request` raised).
+    """Take orphaned connections out of `transport`'s pool and close them (call after
+    the transport's `handle_async_request` raised, or before a request to a full pool).
 
     `HTTPAdapter`'s transport does this for every request; an adapter that sends
     through an httpx client of its own can wrap its transport the same way::
@@ -62,17 +114,6 @@ async def reclaim_orphans(transport: httpx.AsyncBaseTransport) -> None:
     Args:
         transport: An `httpx.AsyncHTTPTransport` (any other transport is left alone).
     """
-    pool: Any = getattr(transport, "_pool", None)
-    if not isinstance(pool, httpcore.AsyncConnectionPool):
-        return
-    try:
-        with pool._optional_thread_lock:
-            orphans = _orphans(pool)
-            if not orphans:
-                return
-            for connection in orphans:
-                pool._connections.remove(connection)
-            closing = pool._assign_requests_to_connections()  # queued requests: the slots
-    except AttributeError:  # not httpcore 1.0's pool: none of this applies
-        return
-    await pool._close_connections([*orphans, *closing])
+    pool = pool_of(transport)
+    if pool is not None:
+        await reclaim(pool)

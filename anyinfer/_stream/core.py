@@ -130,6 +130,10 @@ class AttemptRun:
         clock = self._clock
         self.started_at = start = clock()
         yield [TimingMark("attempt_start", 0.0)]
+        # The attempt goes ahead when its consumer asks for more: the time the consumer
+        # took over the mark (a sync stream's wait for its reader to catch up before a
+        # later attempt) is not the provider's, so the clock starts again here.
+        self.started_at = start = clock()
         text: list[str] = []
         reasoning: list[str] = []
         slots: dict[int, _Slot] = {}

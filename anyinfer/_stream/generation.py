@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec
 
 from .._types import Generation
-from .events import StreamEnded, StreamEvent
+from .events import StreamEnded, StreamEvent, TimingMark
 from .parts import Served
 
 if TYPE_CHECKING:
@@ -392,14 +392,27 @@ class _Pump:
         self.task: asyncio.Task[Any] | None = None
 
     async def run(self, factory: Callable[[], AsyncStream]) -> None:
+        """Feed the stream's events to the queue. A later attempt of the request (a
+        retry, a fallback, a schema repair) waits at its `attempt_start` until the
+        consumer has read everything before it (`_Gate`): nothing is sent to a provider
+        again for a consumer that has left (its `close()` cancels the wait), however far
+        ahead of it the pump had read."""
         import asyncio
 
         self.task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
         put = self.queue.put
+        first = True
         try:
             stream = factory()
             async with stream:
                 async for event in stream:
+                    if type(event) is TimingMark and event.name == "attempt_start":
+                        if not first:
+                            gate = _Gate(loop)
+                            put(gate)
+                            await gate.opened
+                        first = False
                     put(event)
         except BaseException as exc:  # delivered to the consuming thread
             put(_Failure(exc))
@@ -466,11 +479,15 @@ class SyncStream(_Consumed):
         q = self._queue
         if q.empty():
             self._loop.check_caller()
-        try:
-            item = q.get()
-        except BaseException:  # Ctrl-C while waiting: release the request first
-            self.close()
-            raise
+        while True:
+            try:
+                item = q.get()
+            except BaseException:  # Ctrl-C while waiting: release the request first
+                self.close()
+                raise
+            if type(item) is not _Gate:
+                break
+            item.open()  # read up to a later attempt: let it go (`_Pump.run`)
         if item is _DONE:
             self._finished = True
             raise StopIteration
@@ -535,6 +552,25 @@ class SyncStream(_Consumed):
         for _ in self:
             pass
         return self.result
+
+
+class _Gate:
+    """Where the pump waits for its consumer: before a later attempt of the request, which
+    goes ahead once the consumer has read up to it (`open`, from the consumer's thread)."""
+
+    __slots__ = ("_loop", "opened")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.opened: asyncio.Future[None] = loop.create_future()
+
+    def open(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing waits
+            self._loop.call_soon_threadsafe(self._release)
+
+    def _release(self) -> None:
+        if not self.opened.done():  # not when the pump was cancelled meanwhile
+            self.opened.set_result(None)
 
 
 class _Failure:

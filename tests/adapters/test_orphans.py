@@ -126,3 +126,44 @@ def test_a_connection_a_request_still_owns_is_never_reclaimed() -> None:
                 await _slot_is_free(client)
 
     asyncio.run(main())
+
+
+def test_a_connection_whose_close_was_cut_short_is_reclaimed_when_the_pool_is_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cut stream's connection closes inside httpcore; a cancellation that arrives at
+    that close's lock (a sync stream dropped as the server cuts it) leaves the
+    connection `ACTIVE` with no request: the next request to the full pool takes it
+    back instead of waiting out its timeout."""
+    from httpcore._async.http11 import AsyncHTTP11Connection
+
+    closed = AsyncHTTP11Connection._response_closed
+    armed = [True]
+
+    async def response_closed(self: Any) -> None:
+        if armed[0]:
+            armed[0] = False
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()  # arrives at the state lock, inside httpcore's own close
+        await closed(self)
+
+    monkeypatch.setattr(AsyncHTTP11Connection, "_response_closed", response_closed)
+    cut = Script(pieces=(Text("a"), Text("b"), Text("c")), fault=Fault("disconnect", at=2))
+
+    async def main() -> None:
+        with FakeServer("openai-chat", lambda r: CLEAN if b"clean" in r.content else cut) as server:
+            async with _client(server) as client:
+                pool = _pool(client)
+                task = asyncio.create_task(client.generate("hi", route=ROUTE))
+                with pytest.raises(BaseException):  # noqa: B017 - cancelled or typed
+                    await task
+                assert not armed[0], "the cancellation was not delivered"
+                (stuck,) = pool.connections  # httpcore alone keeps it for good
+                assert "ACTIVE" in stuck.info() and not pool._requests
+                start = asyncio.get_running_loop().time()
+                await _slot_is_free(client)
+                assert asyncio.get_running_loop().time() - start < 1.0
+                assert stuck not in pool.connections
+
+    asyncio.run(main())

@@ -14,7 +14,9 @@ What the SDK does not do for its caller, a small transport wrapper under its
   `max_response_bytes` (httpx expands a whole network read at once: a decompression
   bomb would take gigabytes before any limit is checked);
 - finish a response's close even when the task is cancelled meanwhile (an httpx
-  response whose close is interrupted keeps its pool slot).
+  response whose close is interrupted keeps its pool slot);
+- give back a connection that a request cancelled while it opened leaves in httpcore's
+  pool (`reclaim_orphans`: httpcore 1.0 keeps it for good).
 
 It sends text messages only (no tools, sampling or response format): enough for the
 conformance suite, which checks how responses are read.
@@ -57,6 +59,7 @@ from anyinfer.adapters import (
     UsagePart,
     finish_uncancelled,
     parse_retry_after,
+    reclaim_orphans,
 )
 
 __all__ = ["SDKChatAdapter"]
@@ -153,7 +156,12 @@ class _Transport(httpx.AsyncBaseTransport):
         self.pid = pid
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self.inner.handle_async_request(request)
+        try:
+            response = await self.inner.handle_async_request(request)
+        except BaseException:
+            # A cancellation while a new connection opens strands it in httpcore's pool.
+            await finish_uncancelled(reclaim_orphans(self.inner))
+            raise
         if isinstance(response.stream, httpx.AsyncByteStream):
             header = response.headers.get("content-encoding", "")
             encodings = [e.strip() for e in header.split(",") if e.strip() not in ("", "identity")]

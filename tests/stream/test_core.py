@@ -228,7 +228,9 @@ def test_tool_calls_assembled_by_index_with_synthesized_ids() -> None:
 
 
 def test_timing_is_measured_by_the_core() -> None:
-    ticks = iter([100.0, 100.5, 102.5])
+    # 99.0 is when the attempt yields its `attempt_start`; its clock starts again at 100.0,
+    # when the consumer asks for more (its own time with the mark is not the provider's).
+    ticks = iter([99.0, 100.0, 100.5, 102.5])
 
     async def go() -> AttemptRun:
         attempt = AttemptRun(
