@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from .._errors import ConfigError
 from .._messages import MessagesInput
 from .._request import DEFAULT_MAX_ROUNDS
-from .._stream.generation import SyncStream, _LoopThread
+from .._stream.generation import SyncStream, _is_cancellation, _LoopThread
 from .._types import Generation, ResolvedTarget, Target
 from .aclient import AsyncClient, call_keywords
 from .route import Route
@@ -187,7 +187,14 @@ class Client:
         if self._closed:
             coro.close()
             raise ConfigError("this client is closed")
-        result: _T = self._loop.run(coro)
+        try:
+            result: _T = self._loop.run(coro)
+        except BaseException as exc:
+            # `close()` from another thread cancels the calls still running: say so, as a
+            # stream open at that moment does, not with a bare `CancelledError`.
+            if self._closed and _is_cancellation(exc):
+                raise ConfigError("the client was closed while this call was running") from None
+            raise
         return result
 
     @property

@@ -331,3 +331,29 @@ def test_good_calls_still_pass_the_checks() -> None:
             tools=[ai.ToolSpec("t", parameters={"type": "object", "properties": {}})],
         )
     assert result.text == "whole" and len(seen) == 1
+
+
+def test_a_call_running_when_another_thread_closes_the_client_fails_typed() -> None:
+    """`close()` cancels the calls still running: they fail with `ConfigError`, as a
+    stream open at that moment does, not with a bare `CancelledError`."""
+    stalled = Script(pieces=(Text("a"),), fault=Fault("stall", at=0))
+    with FakeServer("openai-chat", lambda request: stalled) as server:
+        client = ai.Client([settings("fake", server.base_url)])
+        failures: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                client.generate("hi", target="fake:m", timeout_s=10.0)
+            except BaseException as exc:
+                failures.append(exc)
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        deadline = time.monotonic() + 5
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.01)  # the call is waiting for its answer
+        client.close()
+        thread.join(10)
+    (failure,) = failures
+    assert type(failure) is ai.ConfigError
+    assert "closed while this call was running" in str(failure)
