@@ -14,6 +14,8 @@ server, and check that `HTTPAdapter`'s transport gives the slot back:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -47,6 +49,17 @@ async def _first_text(stream: ai.AsyncStream) -> None:
             return
 
 
+@contextlib.asynccontextmanager
+async def _queued_behind_a_stream(client: ai.AsyncClient) -> AsyncIterator[asyncio.Task[Any]]:
+    """A stream holding the pool's one connection at its first text, and a request
+    queued behind it (yielded); leaving closes the stream, and its connection."""
+    async with client.stream("hi", route=ROUTE, timeout_s=5.0) as stream:
+        await _first_text(stream)
+        queued = asyncio.create_task(client.generate("hi", route=ROUTE))
+        await asyncio.sleep(0.05)  # waiting for the pool's one connection
+        yield queued
+
+
 async def _slot_is_free(client: ai.AsyncClient) -> None:
     result = await client.generate("clean", route=ROUTE, timeout_s=2.0)
     assert result.text == "hi"
@@ -57,10 +70,7 @@ def test_a_queued_request_cancelled_as_it_gets_a_new_connection_gives_it_back() 
         with FakeServer("openai-chat", _serve) as server:
             async with _client(server) as client:
                 pool = _pool(client)
-                async with client.stream("hi", route=ROUTE, timeout_s=5.0) as stream:
-                    await _first_text(stream)
-                    queued = asyncio.create_task(client.generate("hi", route=ROUTE))
-                    await asyncio.sleep(0.05)  # waiting for the pool's one connection
+                async with _queued_behind_a_stream(client) as queued:
                     create = pool.create_connection
 
                     def create_connection(origin: Any) -> Any:
@@ -114,11 +124,8 @@ def test_a_connection_a_request_still_owns_is_never_reclaimed() -> None:
         with FakeServer("openai-chat", _serve) as server:
             async with _client(server) as client:
                 pool = _pool(client)
-                async with client.stream("hi", route=ROUTE, timeout_s=5.0) as stream:
-                    await _first_text(stream)
+                async with _queued_behind_a_stream(client) as queued:
                     (active,) = pool.connections
-                    queued = asyncio.create_task(client.generate("hi", route=ROUTE))
-                    await asyncio.sleep(0.05)
                     queued.cancel()
                     with pytest.raises(asyncio.CancelledError):
                         await queued
