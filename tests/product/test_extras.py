@@ -35,6 +35,7 @@ DECLARED |= {"jsonschema"}
 TRANSITIVE = {
     "anyio": "httpx",
     "certifi": "httpx",  # the CA bundle httpx verifies with (_adapters/tls.py)
+    "httpcore": "httpx",  # its connection pool, whose orphans _adapters/orphans.py reclaims
     "pydantic_core": "pydantic",
     "tqdm": "huggingface_hub",
     "filelock": "huggingface_hub",
