@@ -410,10 +410,12 @@ def interrupted(exc: BaseException, *, provider: str | None, phase: str) -> Erro
         provider: The provider of the attempt it ended, if one was running.
         phase: The request's phase (`"stream"` or `"generate"`).
     """
+    from ._stream.generation import _is_cancellation
+
     name = type(exc).__name__
     if isinstance(exc, GeneratorExit):
         detail = "the caller closed the stream before it ended"
-    elif name == "CancelledError":
+    elif _is_cancellation(exc):
         detail = "the caller cancelled the request before it ended"
     elif isinstance(exc, KeyboardInterrupt):
         detail = "interrupted by KeyboardInterrupt before it ended"

@@ -44,7 +44,7 @@ from .._errors import (
 from .._request import GenerationRequest
 from .._stream.core import AttemptOutcome, AttemptRun
 from .._stream.events import AttemptFailed, StreamEvent
-from .._types import AttemptRecord, Generation, ResolvedTarget, Usage
+from .._types import AttemptRecord, Generation, ResolvedTarget, Timing, Usage
 from .health import Breakers
 from .instrument import Instrument
 from .route import Route
@@ -386,9 +386,7 @@ class TargetAttempts:
         """Record a failed attempt; what the route does next, and the event to show first."""
         run, target, trail, route = self._run, self.target, self.trail, self.route
         breakers = self._runner.breakers
-        timing = run.timing() if run is not None else None
-        usage = run.usage if run is not None else Usage()
-        trail.last_usage = usage
+        timing, usage = self._got_so_far()
         decision = route.decide(exc)
         if _counts_against_health(exc, decision):
             breakers.failure(self._key, route.breaker_threshold)
@@ -434,11 +432,16 @@ class TargetAttempts:
         the usage it had reported, which becomes the trail's `last_usage`: what the
         request's own last event reports."""
         self._runner.breakers.release(self._key)
-        run, trail = self._run, self.trail
-        timing = run.timing() if run is not None else None
+        timing, usage = self._got_so_far()
+        self.trail.instrument.attempt_interrupted(exc, self.target, timing, usage)
+
+    def _got_so_far(self) -> tuple[Timing | None, Usage]:
+        """How far an attempt that ended without a result got: its timing and the usage
+        it reported, which becomes the trail's `last_usage`."""
+        run = self._run
         usage = run.usage if run is not None else Usage()
-        trail.last_usage = usage
-        trail.instrument.attempt_interrupted(exc, self.target, timing, usage)
+        self.trail.last_usage = usage
+        return (run.timing() if run is not None else None), usage
 
     def succeeded(self) -> Step:
         """Judge a completed attempt: redirect, repair, or the result (`trail.result`).

@@ -87,7 +87,6 @@ class Router:
         queue = list(targets)
         threshold, cooldown = route.breaker_threshold, route.breaker_cooldown_s
         target: ResolvedTarget | None = None
-        ended = False
         try:
             while queue:
                 target = queue.pop(0)
@@ -128,7 +127,6 @@ class Router:
                     elif step == "done":
                         result = trail.result
                         assert result is not None
-                        ended = True
                         tel.request_ended(result)
                         yield [StreamEnded(result)]
                         return
@@ -143,7 +141,8 @@ class Router:
         except BaseException as exc:
             # Closed early, cancelled or interrupted: during an attempt (reported ended by
             # `cancelled` above), a retry's backoff or showing an event. It still ends
-            # with one `RequestEnded`, unless the result was already reported.
-            if not ended:
+            # with one `RequestEnded`, unless its result was already reported (a result
+            # is the trail's only once `request_ended` has it, with no await between).
+            if trail.result is None:
                 tel.request_interrupted(exc, target, trail.last_usage)
             raise

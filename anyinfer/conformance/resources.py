@@ -115,8 +115,9 @@ CONNECT_CANCELS = 200
 """How many generations the async path cancels early, between sending and the first
 byte (`asyncio.timeout` of a fraction of a clean one's time to first content), to land
 some cancellations while the connection is being opened: each one a leaked pool slot
-in a client on httpcore 1.0's pool without `reclaim_orphans` (about one in forty, on
-the machine this was measured on, so some 5 of them)."""
+in a client on httpcore 1.0's pool without `reclaim_orphans` (8 in 300 cancellations at
+0 to 2 ms, where it was measured; without the reclaim this scenario failed every
+built-in adapter, in two runs of two)."""
 CONNECT_CANCEL_STEPS = 40
 """The delays of those cancellations: this many evenly spaced from 0 to the measured
 time to first content, over and over."""
